@@ -1,0 +1,83 @@
+//! `companion generate PROMPT`: stream a reply to stdout (`--json`: one object at the end).
+
+use std::io::Write;
+
+use anyhow::Result;
+use clap::Args as ClapArgs;
+use engine::{ChatMessage, Prompt};
+
+use crate::options::{ModelOptions, SamplingOptions};
+
+#[derive(ClapArgs)]
+pub struct Args {
+    /// The prompt
+    prompt: String,
+    /// Continue the text as is, without the chat template
+    #[arg(long)]
+    raw: bool,
+    /// System text folded into the user turn (chat template only)
+    #[arg(long)]
+    system: Option<String>,
+    /// Print one JSON object at the end (ids, text, timings) instead of streaming
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    sampling: SamplingOptions,
+    #[command(flatten)]
+    model: ModelOptions,
+}
+
+pub fn run(args: Args) -> Result<()> {
+    let params = args.sampling.params();
+    params.sampling.validate()?;
+    let engine = args.model.spawn()?;
+    let prompt = if args.raw {
+        Prompt::Text(args.prompt.clone())
+    } else {
+        let mut messages = Vec::new();
+        if let Some(system) = &args.system {
+            messages.push(ChatMessage::system(system.clone()));
+        }
+        messages.push(ChatMessage::user(args.prompt.clone()));
+        Prompt::Chat(messages)
+    };
+    let handle = engine.generate(prompt, params)?;
+    let mut stdout = std::io::stdout().lock();
+    let json = args.json;
+    let generation = handle.wait(|piece| {
+        if !json {
+            let _ = stdout.write_all(piece.as_bytes());
+            let _ = stdout.flush();
+        }
+    })?;
+    if json {
+        let info = engine.info();
+        let out = serde_json::json!({
+            "ids": generation.ids,
+            "text": generation.text,
+            "stopReason": generation.stop_reason,
+            "timings": {
+                "loadSeconds": info.load_seconds,
+                "promptTokens": generation.stats.prompt_tokens,
+                "prefillSeconds": generation.stats.prefill_seconds,
+                "prefillTokensPerSecond": generation.stats.prefill_tokens_per_second,
+                "timeToFirstTokenSeconds": generation.stats.time_to_first_token_seconds,
+                "generatedTokens": generation.stats.generated_tokens,
+                "decodeSeconds": generation.stats.decode_seconds,
+                "decodeTokensPerSecond": generation.stats.decode_tokens_per_second,
+            },
+            "peakRssBytes": crate::commands::peak_rss_bytes(),
+        });
+        writeln!(stdout, "{out}")?;
+    } else {
+        writeln!(stdout)?;
+        eprintln!(
+            "[{} tokens, {:.1} tok/s, first token after {:.0} ms, load {:.2} s]",
+            generation.stats.generated_tokens,
+            generation.stats.decode_tokens_per_second,
+            generation.stats.time_to_first_token_seconds * 1000.0,
+            engine.info().load_seconds
+        );
+    }
+    Ok(())
+}

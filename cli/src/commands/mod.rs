@@ -1,0 +1,12 @@
+pub mod chat;
+pub mod generate;
+pub mod score;
+pub mod tokenize;
+
+/// Peak resident set size of this process (Linux `VmHWM`), if known.
+pub fn peak_rss_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024)
+}

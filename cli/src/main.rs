@@ -1,0 +1,76 @@
+//! `companion`: the headless command line for Companion's engine.
+//!
+//! Every failure ends in one line on stderr and a non-zero exit status, never a panic.
+
+mod commands;
+mod options;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+
+
+#[derive(Parser)]
+#[command(name = "companion", version, about = "Companion: an offline assistant on Gemma", long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Print the token ids of TEXT as {"ids":[...]}.
+    Tokenize(commands::tokenize::Args),
+    /// Teacher-forced scoring of a JSON array of token ids: top-5 and log-prob per position.
+    Score(commands::score::Args),
+    /// Generate a reply to PROMPT, streamed to stdout.
+    Generate(commands::generate::Args),
+    /// Chat in the terminal; Ctrl-C stops the current reply.
+    Chat(commands::chat::Args),
+}
+
+fn main() -> ExitCode {
+    // A bug must still end in one line, not a backtrace.
+    std::panic::set_hook(Box::new(|info| {
+        eprintln!("error: internal error: {info}");
+    }));
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            use clap::error::ErrorKind;
+            let code = match e.kind() {
+                ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => 0,
+                _ => 2,
+            };
+            let _ = e.print();
+            return ExitCode::from(code);
+        }
+    };
+    let result = match cli.command {
+        Command::Tokenize(a) => commands::tokenize::run(a),
+        Command::Score(a) => commands::score::run(a),
+        Command::Generate(a) => commands::generate::run(a),
+        Command::Chat(a) => commands::chat::run(a),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {}", one_line(&e));
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// The error and its causes on one line.
+fn one_line(e: &anyhow::Error) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    for cause in e.chain() {
+        let s = cause.to_string();
+        if !parts.iter().any(|p| p.contains(&s)) {
+            parts.push(s);
+        }
+    }
+    parts.join(": ").replace('\n', " ")
+}
+

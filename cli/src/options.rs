@@ -1,0 +1,99 @@
+//! Options shared by every command that loads the model.
+
+use std::path::PathBuf;
+
+use anyhow::Result;
+use clap::Args;
+use engine::{DeviceChoice, EngineConfig, EngineHandle};
+
+#[derive(Args, Debug, Clone)]
+pub struct ModelOptions {
+    /// Path to a Gemma GGUF file [default: $COMPANION_MODEL, else the fetched default model]
+    #[arg(long, value_name = "PATH")]
+    pub model: Option<PathBuf>,
+    /// Backend: cpu, cuda or metal (falls back to cpu with a notice when unavailable)
+    #[arg(long, default_value = "cpu", value_name = "DEVICE")]
+    pub device: DeviceChoice,
+    /// Compute threads [default: physical cores]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub threads: Option<u32>,
+    /// Context size in tokens
+    #[arg(long, default_value_t = 4096, value_name = "TOKENS", value_parser = clap::value_parser!(u32).range(2..=131072))]
+    pub context: u32,
+}
+
+impl ModelOptions {
+    pub fn model_path(&self) -> PathBuf {
+        self.model.clone().unwrap_or_else(engine::default_model_path)
+    }
+
+    pub fn engine_config(&self) -> EngineConfig {
+        EngineConfig {
+            model_path: self.model_path(),
+            device: self.device,
+            context: self.context as usize,
+            ..EngineConfig::default()
+        }
+    }
+
+    /// Set threads, then load the model on the engine thread.
+    pub fn spawn(&self) -> Result<EngineHandle> {
+        engine::device::set_threads(
+            self.threads
+                .map(|t| t as usize)
+                .unwrap_or_else(engine::device::physical_cores),
+        );
+        let handle = EngineHandle::spawn(self.engine_config())?;
+        if let Some(notice) = handle.device_notice() {
+            eprintln!("notice: {notice}");
+        }
+        Ok(handle)
+    }
+}
+
+/// Sampling flags shared by `generate` and `chat`.
+#[derive(Args, Debug, Clone)]
+pub struct SamplingOptions {
+    /// Sampling temperature; 0 is greedy
+    #[arg(long, default_value_t = 0.8)]
+    pub temperature: f32,
+    /// Keep the K most likely tokens (0: all)
+    #[arg(long, default_value_t = 64)]
+    pub top_k: usize,
+    /// Keep the smallest set of tokens whose probability reaches P
+    #[arg(long, default_value_t = 0.95)]
+    pub top_p: f32,
+    /// Drop tokens less likely than P times the most likely one
+    #[arg(long, default_value_t = 0.05)]
+    pub min_p: f32,
+    /// Penalize tokens repeated in the last 64 tokens (1.0: off)
+    #[arg(long, default_value_t = 1.0)]
+    pub repeat_penalty: f32,
+    /// Random seed (same seed and settings, same output)
+    #[arg(long, default_value_t = 42)]
+    pub seed: u64,
+    /// Stop after N tokens
+    #[arg(long, default_value_t = 512, value_name = "N")]
+    pub max_tokens: usize,
+    /// Stop before this text (repeatable)
+    #[arg(long = "stop", value_name = "TEXT")]
+    pub stop: Vec<String>,
+}
+
+impl SamplingOptions {
+    pub fn params(&self) -> engine::GenerateParams {
+        engine::GenerateParams {
+            max_tokens: self.max_tokens,
+            sampling: engine::SamplingParams {
+                temperature: self.temperature,
+                top_k: self.top_k,
+                top_p: self.top_p,
+                min_p: self.min_p,
+                repetition_penalty: self.repeat_penalty,
+                seed: self.seed,
+                ..Default::default()
+            },
+            stop_strings: self.stop.clone(),
+        }
+    }
+}

@@ -1,0 +1,149 @@
+//! The `companion` binary as a user meets it: output formats and one-line errors.
+//! Commands that load weights run on the real default model (`scripts/fetch-model`).
+
+use std::process::{Command, Output};
+
+fn companion(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_companion"))
+        .args(args)
+        .output()
+        .expect("the binary runs")
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// A user-facing failure: non-zero exit, one line starting with `error:`, no panic text.
+fn assert_clean_failure(o: &Output, needle: &str) {
+    let err = stderr(o);
+    assert!(!o.status.success(), "expected failure, got success: {err}");
+    assert!(!err.contains("panicked") && !err.contains("RUST_BACKTRACE"), "{err}");
+    let lines: Vec<&str> = err.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert_eq!(lines.len(), 1, "expected one line, got: {err}");
+    assert!(lines[0].starts_with("error:"), "{err}");
+    assert!(err.contains(needle), "expected {needle:?} in: {err}");
+}
+
+#[test]
+fn tokenize_prints_ids_json() {
+    let o = companion(&["tokenize", "--bos", "Hello, world!"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v, serde_json::json!({"ids": [2, 9259, 236764, 1902, 236888]}));
+}
+
+#[test]
+fn missing_model_says_how_to_fetch_it() {
+    let o = companion(&["generate", "--model", "/nonexistent/x.gguf", "hi"]);
+    assert_clean_failure(&o, "scripts/fetch-model");
+}
+
+#[test]
+fn corrupt_model_is_a_one_line_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("bad.gguf");
+    std::fs::write(&p, b"GGUF\x03\x00\x00\x00garbage").unwrap();
+    let o = companion(&["generate", "--model", p.to_str().unwrap(), "hi"]);
+    assert_clean_failure(&o, "not a usable GGUF model");
+}
+
+#[test]
+fn unreadable_or_malformed_ids_file_is_a_one_line_error() {
+    let o = companion(&["score", "--ids-file", "/nonexistent/ids.json"]);
+    assert_clean_failure(&o, "cannot read the ids file");
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("ids.json");
+    std::fs::write(&p, "[1, 2, \"three\"]").unwrap();
+    let o = companion(&["score", "--ids-file", p.to_str().unwrap()]);
+    assert_clean_failure(&o, "not a JSON array of token ids");
+}
+
+#[test]
+fn invalid_arguments_are_refused() {
+    let o = companion(&["generate", "--top-p", "2", "hi"]);
+    assert_clean_failure(&o, "top-p");
+    let o = companion(&["generate", "--device", "tpu", "hi"]);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("unknown device"), "{}", stderr(&o));
+}
+
+#[test]
+fn prompt_longer_than_the_context_is_refused() {
+    let long = "word ".repeat(200);
+    let o = companion(&["generate", "--context", "64", "--raw", &long]);
+    assert_clean_failure(&o, "longer than the context");
+}
+
+#[test]
+fn score_prints_one_object_per_position() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("ids.json");
+    std::fs::write(&p, "[2, 818, 5279, 529, 7001, 563]").unwrap();
+    let o = companion(&["score", "--ids-file", p.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: Vec<serde_json::Value> = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v.len(), 5);
+    for (i, row) in v.iter().enumerate() {
+        assert_eq!(row["pos"], i + 1);
+        let top = row["top"].as_array().unwrap();
+        assert_eq!(top.len(), 5);
+        let lp = row["logprob"].as_f64().unwrap();
+        assert!(lp <= 0.0 && lp >= top[0][1].as_f64().unwrap() - 100.0);
+    }
+}
+
+#[test]
+fn generate_json_reports_ids_text_and_timings() {
+    let o = companion(&[
+        "generate", "--raw", "--json", "--temperature", "0", "--max-tokens", "8",
+        "The capital of France is",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    // llama.cpp's greedy continuation of this prompt starts with these tokens
+    let ids: Vec<u64> = v["ids"].as_array().unwrap().iter().map(|x| x.as_u64().unwrap()).collect();
+    assert_eq!(&ids[..3], &[506, 5279, 529]);
+    assert!(v["text"].as_str().unwrap().starts_with(" the capital of"));
+    assert!(v["timings"]["decodeTokensPerSecond"].as_f64().unwrap() > 0.0);
+}
+
+#[test]
+fn generate_streams_text_to_stdout() {
+    let o = companion(&["generate", "--raw", "--temperature", "0", "--max-tokens", "6", "The capital of France is"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(String::from_utf8_lossy(&o.stdout).starts_with(" the capital of"));
+}
+
+#[test]
+fn cuda_request_without_cuda_falls_back_with_a_notice() {
+    let o = companion(&[
+        "generate", "--device", "cuda", "--raw", "--temperature", "0", "--max-tokens", "2", "Hi",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    if !cfg!(feature = "cuda") {
+        assert!(stderr(&o).contains("notice:"), "{}", stderr(&o));
+    }
+}
+
+#[test]
+fn chat_answers_over_stdin_and_exits_on_eof() {
+    use std::io::Write;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_companion"))
+        .args(["chat", "--temperature", "0", "--max-tokens", "12"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"Say hi.\nAnd again.\n")
+        .unwrap();
+    let o = child.wait_with_output().unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.lines().filter(|l| !l.trim().is_empty()).count() >= 2, "{out}");
+}

@@ -1,0 +1,232 @@
+//! `Engine`: an immutable loaded model (weights, tokenizer, device) that sessions run on, as in
+//! llama.cpp where the model is shared and the context is the mutable part.
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use candle_core::{Device, Tensor};
+use serde::{Deserialize, Serialize};
+
+use crate::device::{DeviceChoice, select_device};
+use crate::error::{Error, Result};
+use crate::gguf::{GemmaConfig, ModelFile};
+use crate::kv_cache::KvCache;
+use crate::model::{Gemma3, log_softmax};
+use crate::session::Session;
+use crate::tokenizer::GemmaTokenizer;
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct EngineConfig {
+    pub model_path: PathBuf,
+    pub device: DeviceChoice,
+    /// Tokens a session can hold.
+    pub context: usize,
+    /// Largest number of tokens processed in one forward step during prefill.
+    pub prefill_chunk: usize,
+    /// Run a short forward pass at load so the first request is as fast as the next.
+    pub warm_up: bool,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        EngineConfig {
+            model_path: PathBuf::new(),
+            device: DeviceChoice::Cpu,
+            context: 4096,
+            prefill_chunk: 512,
+            warm_up: true,
+        }
+    }
+}
+
+/// What the UI and `companion` show about the loaded model.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ModelInfo {
+    pub path: PathBuf,
+    pub name: Option<String>,
+    pub architecture: String,
+    pub parameters: u64,
+    pub quantization: String,
+    pub file_bytes: u64,
+    pub context: usize,
+    pub training_context: usize,
+    pub device: DeviceChoice,
+    pub load_seconds: f64,
+}
+
+/// One scored position: the distribution after reading `ids[..pos]`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ScoredPosition {
+    pub pos: usize,
+    /// The five most likely next tokens with their natural-log probabilities.
+    pub top: Vec<(u32, f32)>,
+    /// Log-probability of `ids[pos]`.
+    pub logprob: f32,
+}
+
+pub struct Engine {
+    pub(crate) model: Gemma3,
+    tokenizer: GemmaTokenizer,
+    config: EngineConfig,
+    info: ModelInfo,
+    /// Notice when the requested device was unavailable.
+    device_notice: Option<String>,
+}
+
+impl Engine {
+    pub fn load(config: EngineConfig) -> Result<Self> {
+        let t0 = Instant::now();
+        if config.context < 2 {
+            return Err(Error::InvalidArgument("the context must hold at least 2 tokens".into()));
+        }
+        if config.prefill_chunk == 0 {
+            return Err(Error::InvalidArgument("the prefill chunk must be at least 1 token".into()));
+        }
+        let (device, used, device_notice) = select_device(config.device);
+        let mut file = ModelFile::open(&config.model_path)?;
+        let tokenizer = GemmaTokenizer::from_gguf(&file)?;
+        let model = Gemma3::load(&mut file, config.context, &device)?;
+        let gc: &GemmaConfig = model.config();
+        let info = ModelInfo {
+            path: config.model_path.clone(),
+            name: gc.name.clone(),
+            architecture: gc.architecture.as_str().to_string(),
+            parameters: gc.parameter_count(),
+            quantization: file.quantization_label(),
+            file_bytes: file.file_size(),
+            context: config.context,
+            training_context: gc.context_length,
+            device: used,
+            load_seconds: 0.0,
+        };
+        let mut engine = Engine {
+            model,
+            tokenizer,
+            config,
+            info,
+            device_notice,
+        };
+        if engine.config.warm_up {
+            engine.warm_up()?;
+        }
+        engine.info.load_seconds = t0.elapsed().as_secs_f64();
+        tracing::info!(seconds = engine.info.load_seconds, "model loaded");
+        Ok(engine)
+    }
+
+    /// One short prefill and one decode step: sizes thread pools and scratch buffers so the
+    /// first real request runs at full speed.
+    fn warm_up(&self) -> Result<()> {
+        let mut session = Session::new(KvCache::new(self.model.config(), 8, 8, self.model.device())?);
+        let bos = self.tokenizer.bos_id();
+        session.prefill(&self.model, &[bos, bos])?;
+        let h = session.prefill(&self.model, &[bos])?;
+        self.logits_vec(&h)?;
+        Ok(())
+    }
+
+    pub fn tokenizer(&self) -> &GemmaTokenizer {
+        &self.tokenizer
+    }
+
+    pub fn info(&self) -> &ModelInfo {
+        &self.info
+    }
+
+    pub fn model_config(&self) -> &GemmaConfig {
+        self.model.config()
+    }
+
+    pub fn device(&self) -> &Device {
+        self.model.device()
+    }
+
+    pub fn device_notice(&self) -> Option<&str> {
+        self.device_notice.as_deref()
+    }
+
+    pub fn context(&self) -> usize {
+        self.config.context
+    }
+
+    /// A new empty session with the engine's context.
+    pub fn new_session(&self) -> Result<Session> {
+        Ok(Session::new(KvCache::new(
+            self.model.config(),
+            self.config.context,
+            self.config.prefill_chunk,
+            self.model.device(),
+        )?))
+    }
+
+    /// Logits of one hidden state `[1, n_embd]` as a host vector.
+    pub(crate) fn logits_vec(&self, hidden: &Tensor) -> Result<Vec<f32>> {
+        let logits = self.model.logits(hidden)?;
+        Ok(logits.squeeze(0)?.to_vec1::<f32>()?)
+    }
+
+    /// Teacher-forced scoring: for each position p in 1..n, the top-5 next tokens after
+    /// `ids[..p]` and the log-probability of `ids[p]` (natural log, full softmax, no temperature).
+    pub fn score(&self, ids: &[u32]) -> Result<Vec<ScoredPosition>> {
+        if ids.len() < 2 {
+            return Err(Error::InvalidArgument(
+                "scoring needs at least two token ids".into(),
+            ));
+        }
+        if ids.len() > self.config.context {
+            return Err(Error::PromptTooLong {
+                tokens: ids.len(),
+                context: self.config.context,
+            });
+        }
+        let mut session = self.new_session()?;
+        let mut out = Vec::with_capacity(ids.len() - 1);
+        // 64 positions of 262k-vocabulary logits are 64 MiB: score in slices to bound memory.
+        const SLICE: usize = 64;
+        let mut offset = 0;
+        for chunk in ids[..ids.len() - 1].chunks(SLICE) {
+            let hidden = session.prefill_all(&self.model, chunk)?;
+            let lp = log_softmax(&self.model.logits(&hidden)?)?;
+            let rows: Vec<Vec<f32>> = lp.to_vec2()?;
+            for (i, row) in rows.iter().enumerate() {
+                let pos = offset + i + 1;
+                let target = ids[pos] as usize;
+                let logprob = *row.get(target).ok_or_else(|| {
+                    Error::InvalidArgument(format!("token id {target} is outside the vocabulary"))
+                })?;
+                out.push(ScoredPosition {
+                    pos,
+                    top: top_k(row, 5),
+                    logprob,
+                });
+            }
+            offset += chunk.len();
+        }
+        Ok(out)
+    }
+}
+
+/// The `k` largest entries (id, value), largest first.
+pub fn top_k(row: &[f32], k: usize) -> Vec<(u32, f32)> {
+    let mut best: Vec<(u32, f32)> = Vec::with_capacity(k + 1);
+    for (i, &v) in row.iter().enumerate() {
+        if best.len() < k || v > best[best.len() - 1].1 {
+            let at = best.partition_point(|&(_, b)| b >= v);
+            best.insert(at, (i as u32, v));
+            best.truncate(k);
+        }
+    }
+    best
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn top_k_picks_largest_in_order() {
+        let row = [0.1, 5.0, -1.0, 3.0, 4.0, 2.0];
+        assert_eq!(super::top_k(&row, 3), vec![(1, 5.0), (4, 4.0), (3, 3.0)]);
+        assert_eq!(super::top_k(&row, 10).len(), 6);
+    }
+}

@@ -1,0 +1,87 @@
+//! The engine's error type. Every variant reads as a sentence a user can act on: the CLI prints
+//! `Display` as its one-line message and the app maps variants to `{code, message}`.
+
+use std::path::PathBuf;
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(
+        "model file not found: {}. Fetch the default model with `scripts/fetch-model`, or pass --model PATH to a Gemma GGUF file",
+        path.display()
+    )]
+    ModelNotFound { path: PathBuf },
+
+    #[error("cannot read {}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+
+    #[error("{} is not a usable GGUF model: {reason}", path.display())]
+    InvalidModel { path: PathBuf, reason: String },
+
+    #[error(
+        "{} is a `{architecture}` model, which Companion cannot run: supported architectures are {supported}",
+        path.display()
+    )]
+    UnsupportedArchitecture {
+        path: PathBuf,
+        architecture: String,
+        supported: &'static str,
+    },
+
+    #[error("the tokenizer could not be built from the GGUF vocabulary: {0}")]
+    Tokenizer(String),
+
+    #[error(
+        "the context is full: {needed} tokens are needed but the context holds {capacity} ({over} too many)"
+    )]
+    ContextFull {
+        needed: usize,
+        capacity: usize,
+        over: usize,
+    },
+
+    #[error(
+        "the prompt is {tokens} tokens, longer than the context of {context} tokens: shorten it or raise the context size"
+    )]
+    PromptTooLong { tokens: usize, context: usize },
+
+    #[error("invalid argument: {0}")]
+    InvalidArgument(String),
+
+    #[error("the engine thread has stopped")]
+    EngineStopped,
+
+    #[error("tensor computation failed: {0}")]
+    Candle(#[from] candle_core::Error),
+}
+
+impl Error {
+    /// A stable machine-readable code for the IPC edge and for tests.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Error::ModelNotFound { .. } => "model_not_found",
+            Error::Io { .. } => "io",
+            Error::InvalidModel { .. } => "invalid_model",
+            Error::UnsupportedArchitecture { .. } => "unsupported_architecture",
+            Error::Tokenizer(_) => "tokenizer",
+            Error::ContextFull { .. } => "context_full",
+            Error::PromptTooLong { .. } => "prompt_too_long",
+            Error::InvalidArgument(_) => "invalid_argument",
+            Error::EngineStopped => "engine_stopped",
+            Error::Candle(_) => "compute",
+        }
+    }
+
+    pub(crate) fn context_full(needed: usize, capacity: usize) -> Self {
+        Error::ContextFull {
+            needed,
+            capacity,
+            over: needed.saturating_sub(capacity),
+        }
+    }
+}
+
+pub type Result<T> = std::result::Result<T, Error>;

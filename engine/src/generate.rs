@@ -1,0 +1,251 @@
+//! One generation: bring the session to the prompt (reusing the cached prefix), then sample
+//! token by token, streaming whole-UTF-8 text pieces, until `<end_of_turn>`/`<eos>`, a stop
+//! string, the token limit, a full context, or cancellation (checked every decode step).
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
+
+use crate::engine::Engine;
+use crate::error::{Error, Result};
+use crate::sampling::{Sampler, SamplingParams};
+use crate::session::{Session, common_prefix};
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct GenerateParams {
+    pub max_tokens: usize,
+    pub sampling: SamplingParams,
+    /// Generation stops before any of these strings; the string itself is not emitted.
+    pub stop_strings: Vec<String>,
+}
+
+impl Default for GenerateParams {
+    fn default() -> Self {
+        GenerateParams {
+            max_tokens: 512,
+            sampling: SamplingParams::default(),
+            stop_strings: Vec::new(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StopReason {
+    EndOfTurn,
+    MaxTokens,
+    StopString,
+    Cancelled,
+    ContextFull,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GenerationStats {
+    pub prompt_tokens: usize,
+    /// Prompt tokens already in the cache and not processed again.
+    pub reused_tokens: usize,
+    pub prefill_seconds: f64,
+    pub time_to_first_token_seconds: f64,
+    pub generated_tokens: usize,
+    pub decode_seconds: f64,
+    pub decode_tokens_per_second: f64,
+    pub prefill_tokens_per_second: f64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Generation {
+    pub ids: Vec<u32>,
+    pub text: String,
+    pub stop_reason: StopReason,
+    pub stats: GenerationStats,
+}
+
+/// Holds back text that might be the start of a stop string.
+struct StopFilter {
+    stops: Vec<String>,
+    pending: String,
+}
+
+impl StopFilter {
+    fn new(stops: &[String]) -> Self {
+        StopFilter {
+            stops: stops.iter().filter(|s| !s.is_empty()).cloned().collect(),
+            pending: String::new(),
+        }
+    }
+
+    /// Feed text; returns (text safe to emit, whether a stop string was hit).
+    fn feed(&mut self, text: &str) -> (String, bool) {
+        self.pending.push_str(text);
+        if let Some(at) = self
+            .stops
+            .iter()
+            .filter_map(|s| self.pending.find(s.as_str()))
+            .min()
+        {
+            let out = self.pending[..at].to_string();
+            self.pending.clear();
+            return (out, true);
+        }
+        // keep the longest suffix that is a proper prefix of some stop string
+        let mut keep = 0;
+        for s in &self.stops {
+            for (i, _) in self.pending.char_indices() {
+                let suffix = &self.pending[i..];
+                if s.starts_with(suffix) {
+                    keep = keep.max(suffix.len());
+                    break;
+                }
+            }
+        }
+        let cut = self.pending.len() - keep;
+        let out = self.pending[..cut].to_string();
+        self.pending.drain(..cut);
+        (out, false)
+    }
+
+    fn finish(&mut self) -> String {
+        std::mem::take(&mut self.pending)
+    }
+}
+
+impl Engine {
+    /// Generate a continuation of `prompt` (the full token sequence the session should hold,
+    /// `<bos>` included). `on_text` receives each streamed piece.
+    pub fn generate(
+        &self,
+        session: &mut Session,
+        prompt: &[u32],
+        params: &GenerateParams,
+        cancel: &AtomicBool,
+        on_text: &mut dyn FnMut(&str),
+    ) -> Result<Generation> {
+        if prompt.is_empty() {
+            return Err(Error::InvalidArgument("the prompt is empty".into()));
+        }
+        if prompt.len() >= session.context() {
+            return Err(Error::PromptTooLong {
+                tokens: prompt.len(),
+                context: session.context(),
+            });
+        }
+        let mut sampler = Sampler::new(params.sampling.clone())?;
+        let tokenizer = self.tokenizer();
+        let stop_ids = tokenizer.stop_ids();
+        let t0 = Instant::now();
+        let reused = common_prefix(session.tokens(), prompt).min(prompt.len() - 1);
+        let hidden = session
+            .sync_to(&self.model, prompt)?
+            .ok_or_else(|| Error::InvalidArgument("nothing to generate from".into()))?;
+        let mut logits = self.logits_vec(&hidden)?;
+        let prefill_seconds = t0.elapsed().as_secs_f64();
+
+        let mut stream = tokenizer.stream();
+        let mut filter = StopFilter::new(&params.stop_strings);
+        let mut ids = Vec::new();
+        let mut text = String::new();
+        let mut history: Vec<u32> = prompt.to_vec();
+        let mut first_token_at = None;
+        let mut emit = |piece: &str, text: &mut String| {
+            if !piece.is_empty() {
+                text.push_str(piece);
+                on_text(piece);
+            }
+        };
+        let stop_reason = loop {
+            if cancel.load(Ordering::Relaxed) {
+                break StopReason::Cancelled;
+            }
+            if ids.len() >= params.max_tokens {
+                break StopReason::MaxTokens;
+            }
+            let id = sampler.sample(&mut logits, &history);
+            first_token_at.get_or_insert_with(|| t0.elapsed().as_secs_f64());
+            if stop_ids.contains(&id) {
+                break StopReason::EndOfTurn;
+            }
+            ids.push(id);
+            history.push(id);
+            if let Some(piece) = stream.push(id) {
+                let (out, hit) = filter.feed(&piece);
+                emit(&out, &mut text);
+                if hit {
+                    break StopReason::StopString;
+                }
+            }
+            if ids.len() >= params.max_tokens {
+                break StopReason::MaxTokens;
+            }
+            if session.remaining() == 0 {
+                break StopReason::ContextFull;
+            }
+            if cancel.load(Ordering::Relaxed) {
+                break StopReason::Cancelled;
+            }
+            let hidden = session.prefill(&self.model, &[id])?;
+            logits = self.logits_vec(&hidden)?;
+        };
+        if stop_reason != StopReason::StopString {
+            if let Some(rest) = stream.finish() {
+                let (out, _) = filter.feed(&rest);
+                emit(&out, &mut text);
+            }
+            let rest = filter.finish();
+            emit(&rest, &mut text);
+        }
+        let total = t0.elapsed().as_secs_f64();
+        let ttft = first_token_at.unwrap_or(total);
+        let decode_seconds = (total - ttft).max(0.0);
+        let processed = prompt.len() - reused;
+        let stats = GenerationStats {
+            prompt_tokens: prompt.len(),
+            reused_tokens: reused,
+            prefill_seconds,
+            time_to_first_token_seconds: ttft,
+            generated_tokens: ids.len(),
+            decode_seconds,
+            // the first token comes from the prefill; the rest each took one decode step
+            decode_tokens_per_second: if ids.len() > 1 && decode_seconds > 0.0 {
+                (ids.len() - 1) as f64 / decode_seconds
+            } else {
+                0.0
+            },
+            prefill_tokens_per_second: if prefill_seconds > 0.0 {
+                processed as f64 / prefill_seconds
+            } else {
+                0.0
+            },
+        };
+        Ok(Generation {
+            ids,
+            text,
+            stop_reason,
+            stats,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::StopFilter;
+
+    #[test]
+    fn stop_filter_holds_back_partial_matches() {
+        let mut f = StopFilter::new(&["STOP".to_string()]);
+        assert_eq!(f.feed("hello S"), ("hello ".to_string(), false));
+        assert_eq!(f.feed("T"), (String::new(), false));
+        assert_eq!(f.feed("x"), ("STx".to_string(), false));
+        assert_eq!(f.feed(" aSTOPb"), (" a".to_string(), true));
+    }
+
+    #[test]
+    fn stop_filter_without_stops_passes_everything() {
+        let mut f = StopFilter::new(&[]);
+        assert_eq!(f.feed("abc"), ("abc".to_string(), false));
+        assert_eq!(f.finish(), "");
+    }
+}

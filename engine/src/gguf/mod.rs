@@ -1,0 +1,289 @@
+//! Opening a GGUF file: header and metadata through candle's `gguf_file`, with the checks a
+//! user's file needs before we trust it — present, not truncated, a supported architecture,
+//! every required key and tensor there with the shape the config implies.
+//!
+//! Follows llama.cpp's loader (`llama-model-loader.cpp`): metadata is read first, the
+//! architecture decides which keys are required, and tensor data must lie inside the file.
+
+pub mod config;
+pub mod keys;
+
+use std::fs::File;
+use std::io::{BufReader, Read, Seek};
+use std::path::{Path, PathBuf};
+
+use candle_core::Device;
+use candle_core::quantized::gguf_file::{Content, Value};
+use candle_core::quantized::{GgmlDType, QTensor};
+
+pub use config::{Architecture, GemmaConfig};
+
+use crate::error::{Error, Result};
+
+/// An opened, validated GGUF file. Tensor data is read on demand by [`ModelFile::tensor`].
+pub struct ModelFile {
+    path: PathBuf,
+    content: Content,
+    reader: BufReader<File>,
+    file_size: u64,
+    config: GemmaConfig,
+}
+
+impl std::fmt::Debug for ModelFile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ModelFile")
+            .field("path", &self.path)
+            .field("file_size", &self.file_size)
+            .field("config", &self.config)
+            .finish()
+    }
+}
+
+impl ModelFile {
+    pub fn open(path: impl AsRef<Path>) -> Result<Self> {
+        let path = path.as_ref().to_path_buf();
+        let file = match File::open(&path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(Error::ModelNotFound { path });
+            }
+            Err(source) => return Err(Error::Io { path, source }),
+        };
+        let meta = file.metadata().map_err(|source| Error::Io {
+            path: path.clone(),
+            source,
+        })?;
+        if meta.is_dir() {
+            return Err(Error::InvalidModel {
+                path,
+                reason: "it is a directory, not a file".into(),
+            });
+        }
+        let file_size = meta.len();
+        let mut reader = BufReader::new(file);
+        let mut magic = [0u8; 4];
+        if reader.read_exact(&mut magic).is_err() || &magic != b"GGUF" {
+            return Err(Error::InvalidModel {
+                path,
+                reason: "it does not start with the GGUF magic bytes (is it a GGUF file?)".into(),
+            });
+        }
+        reader.rewind().map_err(|source| Error::Io {
+            path: path.clone(),
+            source,
+        })?;
+        let content = Content::read(&mut reader).map_err(|e| Error::InvalidModel {
+            path: path.clone(),
+            reason: format!("the header is damaged or truncated ({e})"),
+        })?;
+        let config = GemmaConfig::from_metadata(&path, &content.metadata)?;
+        let file = ModelFile {
+            path,
+            content,
+            reader,
+            file_size,
+            config,
+        };
+        file.check_tensor_data_in_bounds()?;
+        Ok(file)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub fn config(&self) -> &GemmaConfig {
+        &self.config
+    }
+
+    pub fn file_size(&self) -> u64 {
+        self.file_size
+    }
+
+    pub fn metadata(&self, key: &str) -> Option<&Value> {
+        self.content.metadata.get(key)
+    }
+
+    pub fn tensor_names(&self) -> impl Iterator<Item = &str> {
+        self.content.tensor_infos.keys().map(String::as_str)
+    }
+
+    /// A file cut short (an interrupted download) has a valid header but tensor data past its
+    /// end; catch that here with the byte counts rather than as an EOF deep in loading.
+    fn check_tensor_data_in_bounds(&self) -> Result<()> {
+        let mut needed = self.content.tensor_data_offset;
+        for (name, info) in &self.content.tensor_infos {
+            let elems = info.shape.elem_count();
+            let block = info.ggml_dtype.block_size();
+            if elems % block != 0 {
+                return Err(self.invalid(format!(
+                    "tensor `{name}` has {elems} elements, not a multiple of its block size {block}"
+                )));
+            }
+            let bytes = (elems / block * info.ggml_dtype.type_size()) as u64;
+            let end = self.content.tensor_data_offset + info.offset + bytes;
+            needed = needed.max(end);
+        }
+        if needed > self.file_size {
+            return Err(self.invalid(format!(
+                "the file is truncated: its tensors need {needed} bytes but it has {} (re-download it)",
+                self.file_size
+            )));
+        }
+        Ok(())
+    }
+
+    fn invalid(&self, reason: String) -> Error {
+        Error::InvalidModel {
+            path: self.path.clone(),
+            reason,
+        }
+    }
+
+    /// Read one tensor, checking that it exists and has the expected logical shape
+    /// (in candle's row-major order, i.e. GGUF dims reversed).
+    pub fn tensor(&mut self, name: &str, shape: &[usize], device: &Device) -> Result<QTensor> {
+        let info = self
+            .content
+            .tensor_infos
+            .get(name)
+            .ok_or_else(|| self.invalid(format!("tensor `{name}` is missing")))?;
+        if info.shape.dims() != shape {
+            return Err(self.invalid(format!(
+                "tensor `{name}` has shape {:?}, expected {:?}",
+                info.shape.dims(),
+                shape
+            )));
+        }
+        let offset = self.content.tensor_data_offset;
+        info.read(&mut self.reader, offset, device)
+            .map_err(|e| Error::InvalidModel {
+                path: self.path.clone(),
+                reason: format!("tensor `{name}` could not be read ({e})"),
+            })
+    }
+
+    pub fn tensor_dtype(&self, name: &str) -> Option<GgmlDType> {
+        self.content.tensor_infos.get(name).map(|i| i.ggml_dtype)
+    }
+
+    pub fn has_tensor(&self, name: &str) -> bool {
+        self.content.tensor_infos.contains_key(name)
+    }
+
+    /// Quantization label for display ("Q4_K_M" style where `general.file_type` says so).
+    pub fn quantization_label(&self) -> String {
+        let ft = self
+            .metadata(keys::FILE_TYPE)
+            .and_then(|v| v.to_u32().ok());
+        config::file_type_label(ft).to_string()
+    }
+
+    /// Total bytes of tensor data (weights), for memory estimates and display.
+    pub fn weight_bytes(&self) -> u64 {
+        self.content
+            .tensor_infos
+            .values()
+            .map(|i| {
+                (i.shape.elem_count() / i.ggml_dtype.block_size() * i.ggml_dtype.type_size()) as u64
+            })
+            .sum()
+    }
+}
+
+/// Typed accessors over metadata values that turn absence or a wrong type into a clear error.
+pub(crate) struct Meta<'a> {
+    pub path: &'a Path,
+    pub metadata: &'a std::collections::HashMap<String, Value>,
+}
+
+impl Meta<'_> {
+    fn missing(&self, key: &str) -> Error {
+        Error::InvalidModel {
+            path: self.path.to_path_buf(),
+            reason: format!("required metadata key `{key}` is missing"),
+        }
+    }
+    fn wrong(&self, key: &str, want: &str) -> Error {
+        Error::InvalidModel {
+            path: self.path.to_path_buf(),
+            reason: format!("metadata key `{key}` is not {want}"),
+        }
+    }
+    pub fn get(&self, key: &str) -> Option<&Value> {
+        self.metadata.get(key)
+    }
+    pub fn string(&self, key: &str) -> Result<&str> {
+        let v = self.get(key).ok_or_else(|| self.missing(key))?;
+        v.to_string()
+            .map(String::as_str)
+            .map_err(|_| self.wrong(key, "a string"))
+    }
+    pub fn usize(&self, key: &str) -> Result<usize> {
+        let v = self.get(key).ok_or_else(|| self.missing(key))?;
+        value_to_u64(v)
+            .map(|x| x as usize)
+            .ok_or_else(|| self.wrong(key, "an unsigned integer"))
+    }
+    pub fn opt_usize(&self, key: &str) -> Result<Option<usize>> {
+        match self.get(key) {
+            None => Ok(None),
+            Some(v) => value_to_u64(v)
+                .map(|x| Some(x as usize))
+                .ok_or_else(|| self.wrong(key, "an unsigned integer")),
+        }
+    }
+    pub fn f32(&self, key: &str) -> Result<f32> {
+        let v = self.get(key).ok_or_else(|| self.missing(key))?;
+        value_to_f64(v)
+            .map(|x| x as f32)
+            .ok_or_else(|| self.wrong(key, "a number"))
+    }
+    pub fn opt_f32(&self, key: &str) -> Result<Option<f32>> {
+        match self.get(key) {
+            None => Ok(None),
+            Some(v) => value_to_f64(v)
+                .map(|x| Some(x as f32))
+                .ok_or_else(|| self.wrong(key, "a number")),
+        }
+    }
+    pub fn opt_bool(&self, key: &str) -> Option<bool> {
+        self.get(key).and_then(|v| v.to_bool().ok())
+    }
+    pub fn array(&self, key: &str) -> Result<&Vec<Value>> {
+        let v = self.get(key).ok_or_else(|| self.missing(key))?;
+        v.to_vec().map_err(|_| self.wrong(key, "an array"))
+    }
+}
+
+pub(crate) fn value_to_u64(v: &Value) -> Option<u64> {
+    match v {
+        Value::U8(x) => Some(*x as u64),
+        Value::U16(x) => Some(*x as u64),
+        Value::U32(x) => Some(*x as u64),
+        Value::U64(x) => Some(*x),
+        Value::I8(x) if *x >= 0 => Some(*x as u64),
+        Value::I16(x) if *x >= 0 => Some(*x as u64),
+        Value::I32(x) if *x >= 0 => Some(*x as u64),
+        Value::I64(x) if *x >= 0 => Some(*x as u64),
+        _ => None,
+    }
+}
+
+pub(crate) fn value_to_f64(v: &Value) -> Option<f64> {
+    match v {
+        Value::F32(x) => Some(*x as f64),
+        Value::F64(x) => Some(*x),
+        other => value_to_u64(other).map(|x| x as f64),
+    }
+}
+
+impl ModelFile {
+    pub(crate) fn meta(&self) -> Meta<'_> {
+        Meta {
+            path: &self.path,
+            metadata: &self.content.metadata,
+        }
+    }
+}
+

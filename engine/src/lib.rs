@@ -1,0 +1,61 @@
+//! Companion's inference engine: Gemma models from quantized GGUF files on candle, offline.
+//!
+//! - [`gguf`]: open and validate a GGUF file, read its config;
+//! - [`tokenizer`]: a `tokenizers::Tokenizer` built from the GGUF vocabulary, UTF-8-safe
+//!   streaming, Gemma's chat template;
+//! - [`model`]: our Gemma 3 forward pass (numerics follow llama.cpp `src/models/gemma3.cpp`);
+//! - [`kv_cache`], [`session`]: the per-conversation state;
+//! - [`sampling`], [`generate`]: the sampler chain and the generation loop;
+//! - [`runtime`]: the engine as an actor on its own thread behind an [`EngineHandle`].
+
+pub mod device;
+pub mod engine;
+pub mod error;
+pub mod generate;
+pub mod gguf;
+pub mod kv_cache;
+pub mod model;
+pub mod runtime;
+pub mod sampling;
+pub mod session;
+pub mod tokenizer;
+
+pub use device::DeviceChoice;
+pub use engine::{Engine, EngineConfig, ModelInfo, ScoredPosition};
+pub use error::{Error, Result};
+pub use generate::{GenerateParams, Generation, GenerationStats, StopReason};
+pub use runtime::{EngineHandle, Event, GenerationHandle, Prompt};
+pub use sampling::SamplingParams;
+pub use session::Session;
+pub use tokenizer::{ChatMessage, GemmaTokenizer, Role};
+
+/// Where the default model lives when `COMPANION_MODEL` is not set:
+/// `$XDG_CACHE_HOME/companion/models/gemma-3-270m-q4_k_m.gguf` (`~/.cache/...` on Linux,
+/// `~/Library/Caches/...` on macOS). `scripts/fetch-model` puts it there.
+pub fn default_model_path() -> std::path::PathBuf {
+    if let Some(p) = std::env::var_os("COMPANION_MODEL").filter(|p| !p.is_empty()) {
+        return p.into();
+    }
+    let cache = std::env::var_os("XDG_CACHE_HOME")
+        .filter(|p| !p.is_empty())
+        .map(std::path::PathBuf::from)
+        .or_else(|| {
+            std::env::var_os("HOME").map(|h| {
+                let home = std::path::PathBuf::from(h);
+                if cfg!(target_os = "macos") {
+                    home.join("Library/Caches")
+                } else {
+                    home.join(".cache")
+                }
+            })
+        })
+        .unwrap_or_else(|| std::path::PathBuf::from("."));
+    cache
+        .join("companion")
+        .join("models")
+        .join(DEFAULT_MODEL_FILE)
+}
+
+pub const DEFAULT_MODEL_FILE: &str = "gemma-3-270m-q4_k_m.gguf";
+pub const DEFAULT_MODEL_SHA256: &str =
+    "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818";

@@ -1,0 +1,181 @@
+//! CPU attention with llama.cpp's numerics: ggml's `flash_attn_ext` CPU kernel
+//! (`ggml/src/ggml-cpu/ops.cpp`, `ggml_compute_forward_flash_attn_ext_f16_one_chunk`), which is
+//! what llama.cpp runs on CPU by default (`flash_attn = auto`). Per query row:
+//! Q is rounded to f16; each visible key gives `s = dot(K, Q)` (f32 accumulation) plus the
+//! mask; an online softmax keeps the running max `M` and sum `S`; the V accumulator is an
+//! **f16** vector, rescaled and accumulated with rounding at every step; at the end it is
+//! divided by `S`. Keys are visited in slot order. K and V hold f16-representable values.
+//!
+//! Working directly on the cache also avoids building a mask tensor and copying K/V.
+
+use half::f16;
+use rayon::prelude::*;
+
+/// Which slots a query may see: the position each slot holds (`None`: empty) and, for
+/// sliding-window layers, the window.
+pub(crate) struct Visibility<'a> {
+    pub slot_pos: SlotPositions<'a>,
+    pub window: Option<usize>,
+}
+
+pub(crate) enum SlotPositions<'a> {
+    /// Slot i holds position i (global layers).
+    Identity,
+    /// A ring: slot i holds `ring[i]`.
+    Ring(&'a [Option<usize>]),
+}
+
+impl Visibility<'_> {
+    #[inline]
+    fn visible(&self, slot: usize, q_pos: usize) -> bool {
+        let p = match self.slot_pos {
+            SlotPositions::Identity => slot,
+            SlotPositions::Ring(r) => match r[slot] {
+                Some(p) => p,
+                None => return false,
+            },
+        };
+        p <= q_pos && self.window.is_none_or(|w| q_pos - p < w)
+    }
+}
+
+/// `q`: `[n_head, seq, d]` (already scaled); `k`, `v`: the layer's cache `[n_kv, slots, d]`
+/// of which the first `used` slots are live. Returns `[seq, n_head * d]`.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn attention(
+    q: &[f32],
+    k: &[f32],
+    v: &[f32],
+    slots: usize,
+    used: usize,
+    n_head: usize,
+    n_kv: usize,
+    d: usize,
+    start: usize,
+    seq: usize,
+    vis: &Visibility<'_>,
+) -> Vec<f32> {
+    let group = n_head / n_kv;
+    let mut out = vec![0f32; seq * n_head * d];
+    // one work item per (query, head): out row layout [seq, n_head, d]
+    out.par_chunks_mut(d).enumerate().for_each(|(idx, dst)| {
+        let qi = idx / n_head;
+        let h = idx % n_head;
+        let kvh = h / group;
+        let qrow = &q[(h * seq + qi) * d..(h * seq + qi + 1) * d];
+        let kbase = kvh * slots * d;
+        one_row(qrow, &k[kbase..kbase + used * d], &v[kbase..kbase + used * d], d, |s| {
+            vis.visible(s, start + qi)
+        }, dst);
+    });
+    out
+}
+
+fn one_row(q: &[f32], k: &[f32], v: &[f32], d: usize, visible: impl Fn(usize) -> bool, out: &mut [f32]) {
+    let q16: Vec<f32> = q.iter().map(|&x| f16::from_f32(x).to_f32()).collect();
+    let mut acc = vec![f16::ZERO; d];
+    let mut m = f32::NEG_INFINITY;
+    let mut sum = 0f32;
+    let used = k.len() / d;
+    for slot in 0..used {
+        if !visible(slot) {
+            continue;
+        }
+        let krow = &k[slot * d..(slot + 1) * d];
+        let s = dot(krow, &q16);
+        let (ms, vs);
+        if s > m {
+            let old = m;
+            m = s;
+            ms = (old - m).exp();
+            vs = 1.0;
+            scale_f16(&mut acc, ms);
+        } else {
+            ms = 1.0;
+            vs = (s - m).exp();
+        }
+        mad_f16(&mut acc, &v[slot * d..(slot + 1) * d], vs);
+        sum = sum * ms + vs;
+    }
+    let inv = if sum == 0.0 { 0.0 } else { 1.0 / sum };
+    for (o, a) in out.iter_mut().zip(&acc) {
+        *o = a.to_f32() * inv;
+    }
+}
+
+#[inline]
+fn dot(a: &[f32], b: &[f32]) -> f32 {
+    // 8 independent lanes, as ggml's SIMD dot keeps several accumulators.
+    let mut lanes = [0f32; 8];
+    let chunks = a.len() / 8;
+    for c in 0..chunks {
+        for l in 0..8 {
+            lanes[l] = a[c * 8 + l].mul_add(b[c * 8 + l], lanes[l]);
+        }
+    }
+    let mut s: f32 = lanes.iter().sum();
+    for i in chunks * 8..a.len() {
+        s += a[i] * b[i];
+    }
+    s
+}
+
+/// `acc = f16(f32(acc) * s)`, ggml's `ggml_vec_scale_f16`.
+#[inline]
+fn scale_f16(acc: &mut [f16], s: f32) {
+    for a in acc.iter_mut() {
+        *a = f16::from_f32(a.to_f32() * s);
+    }
+}
+
+/// `acc = f16(f32(acc) + v * s)`, ggml's `ggml_vec_mad_f16` (V is f16-exact).
+#[inline]
+fn mad_f16(acc: &mut [f16], v: &[f32], s: f32) {
+    for (a, &x) in acc.iter_mut().zip(v) {
+        *a = f16::from_f32(x.mul_add(s, a.to_f32()));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Against a plain f32 softmax attention: equal within f16 accumulation error.
+    #[test]
+    fn matches_reference_softmax_attention() {
+        let (n_head, n_kv, d, slots, seq) = (4, 2, 16, 10, 3);
+        let start = 5;
+        let f = |i: usize| ((i * 7919 % 113) as f32 / 113.0 - 0.5) * 0.7;
+        let r16 = |x: f32| f16::from_f32(x).to_f32();
+        let q: Vec<f32> = (0..n_head * seq * d).map(f).collect();
+        let k: Vec<f32> = (0..n_kv * slots * d).map(|i| r16(f(i + 3))).collect();
+        let v: Vec<f32> = (0..n_kv * slots * d).map(|i| r16(f(i + 11))).collect();
+        let used = start + seq;
+        let vis = Visibility { slot_pos: SlotPositions::Identity, window: Some(4) };
+        let out = attention(&q, &k, &v, slots, used, n_head, n_kv, d, start, seq, &vis);
+        for qi in 0..seq {
+            for h in 0..n_head {
+                let kvh = h / (n_head / n_kv);
+                let qp = start + qi;
+                let qrow = &q[(h * seq + qi) * d..][..d];
+                let scores: Vec<(usize, f32)> = (0..used)
+                    .filter(|&s| s <= qp && qp - s < 4)
+                    .map(|s| {
+                        let kr = &k[(kvh * slots + s) * d..][..d];
+                        (s, kr.iter().zip(qrow).map(|(a, b)| a * b).sum())
+                    })
+                    .collect();
+                let mx = scores.iter().map(|x| x.1).fold(f32::NEG_INFINITY, f32::max);
+                let z: f32 = scores.iter().map(|x| (x.1 - mx).exp()).sum();
+                for j in 0..d {
+                    let want: f32 = scores
+                        .iter()
+                        .map(|&(s, sc)| (sc - mx).exp() / z * v[(kvh * slots + s) * d + j])
+                        .sum();
+                    let got = out[(qi * n_head + h) * d + j];
+                    assert!((want - got).abs() < 2e-3, "q{qi} h{h} j{j}: {want} vs {got}");
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,336 @@
+//! Gemma 3 forward pass on candle tensors and quantized matmuls.
+//!
+//! Numerics follow llama.cpp `src/models/gemma3.cpp`:
+//! embedding × sqrt(n_embd) → per layer: RMSNorm → Q/K/V → QK-RMSNorm → RoPE (base 10000 on
+//! sliding layers, `rope.freq_base` on global ones) → Q × 1/sqrt(head_dim) → attention with a
+//! causal (and, on 5 of 6 layers, sliding-window) mask → output projection → post-attention
+//! norm → residual → RMSNorm → GELU(tanh)-gated FFN → post-FFN norm → residual; final RMSNorm,
+//! logits from the tied embedding, optional soft-capping.
+//!
+//! GGUF norm weights already include Gemma's `+1`, so RMSNorm multiplies by them as stored.
+//! The token embedding stays quantized: rows are looked up with `QTensor::embedding` and the
+//! same tensor serves as the output projection.
+
+mod flash_attention;
+mod rope;
+
+use std::sync::Arc;
+
+use candle_core::quantized::{QMatMul, QTensor};
+use candle_core::{D, DType, Device, Module, Tensor};
+
+use crate::error::{Error, Result};
+use crate::gguf::{GemmaConfig, ModelFile};
+use crate::kv_cache::{KvCache, LayerView};
+pub use rope::RopeTable;
+
+#[derive(Debug)]
+struct Layer {
+    attn_norm: Tensor,
+    q: QMatMul,
+    k: QMatMul,
+    v: QMatMul,
+    q_norm: Tensor,
+    k_norm: Tensor,
+    o: QMatMul,
+    post_attn_norm: Tensor,
+    ffn_norm: Tensor,
+    gate: QMatMul,
+    up: QMatMul,
+    down: QMatMul,
+    post_ffn_norm: Tensor,
+    sliding: bool,
+}
+
+/// Which positions' logits a forward pass should produce.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Output {
+    /// Only the last position (generation).
+    Last,
+    /// Every position (scoring).
+    All,
+}
+
+#[derive(Debug)]
+pub struct Gemma3 {
+    config: GemmaConfig,
+    embedding: Arc<QTensor>,
+    lm_head: QMatMul,
+    output_norm: Tensor,
+    layers: Vec<Layer>,
+    rope_local: RopeTable,
+    rope_global: RopeTable,
+    device: Device,
+    embed_scale: f64,
+}
+
+impl Gemma3 {
+    /// Load every tensor, checking names and shapes against the config. RoPE tables are built
+    /// for `max_context` positions.
+    pub fn load(file: &mut ModelFile, max_context: usize, device: &Device) -> Result<Self> {
+        let c = file.config().clone();
+        let e = c.n_embd;
+        let q_dim = c.n_head * c.head_dim;
+        let kv_dim = c.n_kv_head * c.head_dim;
+
+        let embedding = Arc::new(file.tensor("token_embd.weight", &[c.n_vocab, e], device)?);
+        if file.has_tensor("output.weight") {
+            return Err(Error::InvalidModel {
+                path: file.path().to_path_buf(),
+                reason: "it has a separate output.weight; Gemma ties the output to the embedding"
+                    .into(),
+            });
+        }
+        let lm_head = QMatMul::from_arc(embedding.clone())?;
+        let output_norm = norm(file, "output_norm.weight", e, device)?;
+
+        let mut layers = Vec::with_capacity(c.n_layer);
+        for il in 0..c.n_layer {
+            let p = |s: &str| format!("blk.{il}.{s}.weight");
+            let mm = |file: &mut ModelFile, name: &str, shape: &[usize]| -> Result<QMatMul> {
+                Ok(QMatMul::from_qtensor(file.tensor(&p(name), shape, device)?)?)
+            };
+            layers.push(Layer {
+                attn_norm: norm(file, &p("attn_norm"), e, device)?,
+                q: mm(file, "attn_q", &[q_dim, e])?,
+                k: mm(file, "attn_k", &[kv_dim, e])?,
+                v: mm(file, "attn_v", &[kv_dim, e])?,
+                q_norm: norm(file, &p("attn_q_norm"), c.head_dim, device)?,
+                k_norm: norm(file, &p("attn_k_norm"), c.head_dim, device)?,
+                o: mm(file, "attn_output", &[e, q_dim])?,
+                post_attn_norm: norm(file, &p("post_attention_norm"), e, device)?,
+                ffn_norm: norm(file, &p("ffn_norm"), e, device)?,
+                gate: mm(file, "ffn_gate", &[c.n_ff, e])?,
+                up: mm(file, "ffn_up", &[c.n_ff, e])?,
+                down: mm(file, "ffn_down", &[e, c.n_ff])?,
+                post_ffn_norm: norm(file, &p("post_ffw_norm"), e, device)?,
+                sliding: c.is_sliding(il),
+            });
+        }
+        let rope_len = max_context.max(1);
+        Ok(Gemma3 {
+            rope_local: RopeTable::new(c.rope_base_local, c.head_dim, rope_len, device)?,
+            rope_global: RopeTable::new(c.rope_base_global, c.head_dim, rope_len, device)?,
+            embed_scale: (e as f64).sqrt(),
+            config: c,
+            embedding,
+            lm_head,
+            output_norm,
+            layers,
+            device: device.clone(),
+        })
+    }
+
+    pub fn config(&self) -> &GemmaConfig {
+        &self.config
+    }
+
+    pub fn device(&self) -> &Device {
+        &self.device
+    }
+
+    /// The longest context the RoPE tables cover.
+    pub fn max_context(&self) -> usize {
+        self.rope_global.len()
+    }
+
+    /// Run `tokens` through the model at positions `cache.len()..`, writing their K/V into
+    /// `cache`, in steps of at most `cache.chunk()` tokens. Returns the final hidden states
+    /// (after the output norm) of the last position or of all positions, `[n, n_embd]`.
+    pub fn forward(&self, tokens: &[u32], cache: &mut KvCache, output: Output) -> Result<Tensor> {
+        if tokens.is_empty() {
+            return Err(Error::InvalidArgument("no tokens to process".into()));
+        }
+        cache.check_room(tokens.len())?;
+        if cache.len() + tokens.len() > self.max_context() {
+            return Err(Error::context_full(cache.len() + tokens.len(), self.max_context()));
+        }
+        if let Some(&bad) = tokens.iter().find(|&&t| t as usize >= self.config.n_vocab) {
+            return Err(Error::InvalidArgument(format!(
+                "token id {bad} is outside the vocabulary of {}",
+                self.config.n_vocab
+            )));
+        }
+        let mut outs = Vec::new();
+        for chunk in tokens.chunks(cache.chunk()) {
+            let h = match self.forward_step(chunk, cache) {
+                Ok(h) => h,
+                Err(e) => {
+                    // A half-written step leaves the cache inconsistent; start it over.
+                    cache.clear();
+                    return Err(e);
+                }
+            };
+            match output {
+                Output::All => outs.push(h),
+                Output::Last => {
+                    let n = h.dim(0)?;
+                    outs = vec![h.narrow(0, n - 1, 1)?];
+                }
+            }
+        }
+        let h = if outs.len() == 1 {
+            outs.pop().expect("one output")
+        } else {
+            Tensor::cat(&outs, 0)?
+        };
+        Ok(h)
+    }
+
+    fn forward_step(&self, tokens: &[u32], cache: &mut KvCache) -> Result<Tensor> {
+        let c = &self.config;
+        let seq = tokens.len();
+        let start = cache.len();
+        let ids = Tensor::new(tokens, &self.device)?;
+        let mut x = (self.embedding.embedding(&ids)? * self.embed_scale)?;
+
+        cache.begin_step(start, seq);
+        let ring_positions = cache.ring_positions().to_vec();
+        // Device backends attend with tensor ops and an additive mask; the CPU path reads
+        // slot positions directly.
+        let (mask_local, mask_global) = if self.device.is_cpu() {
+            (None, None)
+        } else {
+            (
+                Some(cache.mask(true, start, seq, &self.device)?),
+                Some(cache.mask(false, start, seq, &self.device)?),
+            )
+        };
+
+        for (il, layer) in self.layers.iter().enumerate() {
+            let _span = tracing::trace_span!("block", il).entered();
+            let h = candle_nn::ops::rms_norm(&x, &layer.attn_norm, c.rms_eps)?;
+            let q = layer.q.forward(&h)?.reshape((seq, c.n_head, c.head_dim))?;
+            let k = layer.k.forward(&h)?.reshape((seq, c.n_kv_head, c.head_dim))?;
+            let v = layer.v.forward(&h)?.reshape((seq, c.n_kv_head, c.head_dim))?;
+            let q = candle_nn::ops::rms_norm(&q, &layer.q_norm, c.rms_eps)?;
+            let k = candle_nn::ops::rms_norm(&k, &layer.k_norm, c.rms_eps)?;
+            // [heads, seq, d]
+            let q = q.transpose(0, 1)?.unsqueeze(0)?;
+            let k = k.transpose(0, 1)?.unsqueeze(0)?;
+            let v = v.transpose(0, 1)?.contiguous()?;
+            let rope = if layer.sliding {
+                &self.rope_local
+            } else {
+                &self.rope_global
+            };
+            let q = (rope.apply(&q, start)?.squeeze(0)? * c.attention_scale as f64)?;
+            let k = rope.apply(&k, start)?.squeeze(0)?;
+
+            let k = k.to_dtype(DType::F16)?.to_dtype(DType::F32)?;
+            let v = v.to_dtype(DType::F16)?.to_dtype(DType::F32)?;
+            let window = if layer.sliding { c.sliding_window } else { None };
+            let attn = match cache.write_and_view(il, start, &k, &v)? {
+                LayerView::Host { k, v, slots, used } => {
+                    let positions = if layer.sliding {
+                        flash_attention::SlotPositions::Ring(ring_positions.as_slice())
+                    } else {
+                        flash_attention::SlotPositions::Identity
+                    };
+                    let vis = flash_attention::Visibility {
+                        slot_pos: positions,
+                        window,
+                    };
+                    let qv = q.flatten_all()?.to_vec1::<f32>()?;
+                    let out = flash_attention::attention(
+                        &qv, k, v, slots, used, c.n_head, c.n_kv_head, c.head_dim, start, seq,
+                        &vis,
+                    );
+                    Tensor::from_vec(out, (seq, c.n_head * c.head_dim), &self.device)?
+                }
+                LayerView::Device { k: keys, v: values } => {
+                    let mask = cache_mask(layer.sliding, &mask_local, &mask_global)?;
+                    let attn = attention(&q, &keys, &values, mask, c.n_kv_head)?;
+                    // [n_head, seq, d] -> [seq, n_head * d]
+                    attn.transpose(0, 1)?
+                        .contiguous()?
+                        .reshape((seq, c.n_head * c.head_dim))?
+                }
+            };
+            let attn = layer.o.forward(&attn)?;
+            let attn = candle_nn::ops::rms_norm(&attn, &layer.post_attn_norm, c.rms_eps)?;
+            let x_attn = (attn + &x)?;
+
+            let h = candle_nn::ops::rms_norm(&x_attn, &layer.ffn_norm, c.rms_eps)?;
+            let gate = gelu_ggml(&layer.gate.forward(&h)?)?;
+            let up = layer.up.forward(&h)?;
+            let ffn = layer.down.forward(&(gate * up)?)?;
+            let ffn = candle_nn::ops::rms_norm(&ffn, &layer.post_ffn_norm, c.rms_eps)?;
+            x = (ffn + x_attn)?;
+        }
+        cache.advance(start + seq);
+        Ok(candle_nn::ops::rms_norm(&x, &self.output_norm, c.rms_eps)?)
+    }
+
+    /// Logits `[n, n_vocab]` for hidden states `[n, n_embd]`, soft-capped when the model says so.
+    pub fn logits(&self, hidden: &Tensor) -> Result<Tensor> {
+        let logits = self.lm_head.forward(hidden)?;
+        let logits = match self.config.final_logit_softcap {
+            Some(cap) => ((logits / cap as f64)?.tanh()? * cap as f64)?,
+            None => logits,
+        };
+        Ok(logits.to_dtype(DType::F32)?)
+    }
+}
+
+/// Grouped-query attention. `q`: `[n_head, seq, d]` (already scaled); `keys`/`values`:
+/// `[n_kv_head, used, d]`; `mask`: `[seq, used]`. Query head h reads kv head h / group, as
+/// ggml's broadcast in `mul_mat` does.
+fn attention(
+    q: &Tensor,
+    keys: &Tensor,
+    values: &Tensor,
+    mask: &Tensor,
+    n_kv_head: usize,
+) -> candle_core::Result<Tensor> {
+    let (n_head, seq, d) = q.dims3()?;
+    let used = keys.dim(1)?;
+    let group = n_head / n_kv_head;
+    let q = q.contiguous()?.reshape((n_kv_head, group * seq, d))?;
+    let scores = q.matmul(&keys.t()?)?;
+    let scores = scores
+        .reshape((n_kv_head, group, seq, used))?
+        .broadcast_add(mask)?;
+    let probs = candle_nn::ops::softmax_last_dim(&scores)?;
+    let probs = probs.reshape((n_kv_head, group * seq, used))?;
+    let out = probs.matmul(&values.contiguous()?)?;
+    out.reshape((n_head, seq, d))
+}
+
+/// GELU (tanh) as ggml computes it on the CPU (`ggml_vec_geglu_f32` with `GGML_GELU_FP16`):
+/// inputs in (-10, 10) are rounded to f16 and looked up in a table of f16 results; at or
+/// beyond ±10 the result is `x` (or 0) exactly.
+fn gelu_ggml(x: &Tensor) -> candle_core::Result<Tensor> {
+    let in_table = x
+        .to_dtype(DType::F16)?
+        .to_dtype(DType::F32)?
+        .gelu()?
+        .to_dtype(DType::F16)?
+        .to_dtype(DType::F32)?;
+    let big = x.ge(10.0)?;
+    let small = x.le(-10.0)?;
+    let y = big.where_cond(x, &in_table)?;
+    small.where_cond(&x.zeros_like()?, &y)
+}
+
+fn cache_mask<'a>(
+    sliding: bool,
+    local: &'a Option<Tensor>,
+    global: &'a Option<Tensor>,
+) -> candle_core::Result<&'a Tensor> {
+    let m = if sliding { local } else { global };
+    m.as_ref()
+        .ok_or_else(|| candle_core::Error::Msg("attention mask missing".into()))
+}
+
+fn norm(file: &mut ModelFile, name: &str, len: usize, device: &Device) -> Result<Tensor> {
+    Ok(file
+        .tensor(name, &[len], device)?
+        .dequantize(device)?
+        .to_dtype(DType::F32)?)
+}
+
+/// Log-softmax over the last dimension, in f32.
+pub fn log_softmax(logits: &Tensor) -> Result<Tensor> {
+    Ok(candle_nn::ops::log_softmax(logits, D::Minus1)?)
+}

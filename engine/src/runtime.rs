@@ -1,0 +1,234 @@
+//! The engine as an actor: it owns the model and the open conversation's session on one
+//! dedicated OS thread (forward passes block), and callers hold a cloneable [`EngineHandle`].
+//! Each request carries its own event channel and cancel flag, as in mistral.rs's engine loop;
+//! nothing on the caller's side ever waits on a forward pass unless it chooses to.
+
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::sync::mpsc::{self, Receiver, Sender};
+use std::thread::JoinHandle;
+
+use serde::{Deserialize, Serialize};
+
+use crate::engine::{Engine, EngineConfig, ModelInfo, ScoredPosition};
+use crate::error::{Error, Result};
+use crate::generate::{GenerateParams, Generation};
+use crate::session::Session;
+use crate::tokenizer::{ChatMessage, GemmaTokenizer, render_chat};
+
+/// What to generate from.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "kind", content = "value", rename_all = "camelCase")]
+pub enum Prompt {
+    /// Raw text, no chat template; `<bos>` is added.
+    Text(String),
+    /// A conversation rendered with Gemma's chat template, ending with an open model turn.
+    Chat(Vec<ChatMessage>),
+    /// Token ids as they are.
+    Ids(Vec<u32>),
+}
+
+impl Prompt {
+    pub fn to_ids(&self, tokenizer: &GemmaTokenizer) -> Result<Vec<u32>> {
+        match self {
+            Prompt::Text(t) => tokenizer.encode(t, true),
+            Prompt::Chat(messages) => tokenizer.encode(&render_chat(messages, true), true),
+            Prompt::Ids(ids) => Ok(ids.clone()),
+        }
+    }
+}
+
+/// Events of one generation request, in order: `Started`, any number of `Text`, then exactly
+/// one of `Done` or `Error`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "event", content = "data", rename_all = "camelCase")]
+pub enum Event {
+    #[serde(rename_all = "camelCase")]
+    Started { prompt_tokens: usize },
+    Text(String),
+    Done(Generation),
+    #[serde(rename_all = "camelCase")]
+    Error { code: String, message: String },
+}
+
+enum Request {
+    Generate {
+        prompt: Prompt,
+        params: GenerateParams,
+        events: Sender<Event>,
+        cancel: Arc<AtomicBool>,
+    },
+    Score {
+        ids: Vec<u32>,
+        reply: Sender<Result<Vec<ScoredPosition>>>,
+    },
+    ResetSession,
+}
+
+/// A cloneable handle to the engine thread. Dropping the last handle stops the thread.
+#[derive(Clone)]
+pub struct EngineHandle {
+    tx: Sender<Request>,
+    tokenizer: GemmaTokenizer,
+    info: Arc<ModelInfo>,
+    notice: Option<String>,
+    _thread: Arc<ThreadGuard>,
+}
+
+struct ThreadGuard(Option<JoinHandle<()>>);
+
+impl Drop for ThreadGuard {
+    fn drop(&mut self) {
+        // The request channel is closed once every handle is gone; the thread then ends after
+        // its current request.
+        if let Some(t) = self.0.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// A generation in flight: its events and its cancel flag.
+pub struct GenerationHandle {
+    pub events: Receiver<Event>,
+    pub cancel: Arc<AtomicBool>,
+}
+
+impl GenerationHandle {
+    pub fn cancel(&self) {
+        self.cancel.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Drain events until the generation ends, passing each text piece to `on_text`.
+    pub fn wait(self, mut on_text: impl FnMut(&str)) -> Result<Generation> {
+        for event in self.events.iter() {
+            match event {
+                Event::Started { .. } => {}
+                Event::Text(t) => on_text(&t),
+                Event::Done(g) => return Ok(g),
+                Event::Error { code, message } => {
+                    return Err(Error::InvalidArgument(format!("{code}: {message}")));
+                }
+            }
+        }
+        Err(Error::EngineStopped)
+    }
+}
+
+impl EngineHandle {
+    /// Load the model on a new engine thread; returns once it is ready (or failed to load).
+    pub fn spawn(config: EngineConfig) -> Result<Self> {
+        let (tx, rx) = mpsc::channel::<Request>();
+        let (ready_tx, ready_rx) = mpsc::channel();
+        let thread = std::thread::Builder::new()
+            .name("companion-engine".into())
+            .spawn(move || {
+                let engine = match Engine::load(config) {
+                    Ok(e) => e,
+                    Err(e) => {
+                        let _ = ready_tx.send(Err(e));
+                        return;
+                    }
+                };
+                let session = match engine.new_session() {
+                    Ok(s) => s,
+                    Err(e) => {
+                        let _ = ready_tx.send(Err(e));
+                        return;
+                    }
+                };
+                let _ = ready_tx.send(Ok((
+                    engine.tokenizer().clone(),
+                    engine.info().clone(),
+                    engine.device_notice().map(str::to_string),
+                )));
+                run(engine, session, rx);
+            })
+            .map_err(|e| Error::InvalidArgument(format!("cannot start the engine thread: {e}")))?;
+        let (tokenizer, info, notice) = ready_rx.recv().map_err(|_| Error::EngineStopped)??;
+        Ok(EngineHandle {
+            tx,
+            tokenizer,
+            info: Arc::new(info),
+            notice,
+            _thread: Arc::new(ThreadGuard(Some(thread))),
+        })
+    }
+
+    /// The tokenizer, usable on any thread without involving the engine.
+    pub fn tokenizer(&self) -> &GemmaTokenizer {
+        &self.tokenizer
+    }
+
+    pub fn info(&self) -> &ModelInfo {
+        &self.info
+    }
+
+    pub fn device_notice(&self) -> Option<&str> {
+        self.notice.as_deref()
+    }
+
+    /// Start generating; returns immediately with the event stream.
+    pub fn generate(&self, prompt: Prompt, params: GenerateParams) -> Result<GenerationHandle> {
+        let (events_tx, events) = mpsc::channel();
+        let cancel = Arc::new(AtomicBool::new(false));
+        self.tx
+            .send(Request::Generate {
+                prompt,
+                params,
+                events: events_tx,
+                cancel: cancel.clone(),
+            })
+            .map_err(|_| Error::EngineStopped)?;
+        Ok(GenerationHandle { events, cancel })
+    }
+
+    /// Score `ids` (teacher-forced); blocks until done.
+    pub fn score(&self, ids: Vec<u32>) -> Result<Vec<ScoredPosition>> {
+        let (reply, rx) = mpsc::channel();
+        self.tx
+            .send(Request::Score { ids, reply })
+            .map_err(|_| Error::EngineStopped)?;
+        rx.recv().map_err(|_| Error::EngineStopped)?
+    }
+
+    /// Forget the open conversation's cache.
+    pub fn reset_session(&self) -> Result<()> {
+        self.tx
+            .send(Request::ResetSession)
+            .map_err(|_| Error::EngineStopped)
+    }
+}
+
+fn run(engine: Engine, mut session: Session, rx: Receiver<Request>) {
+    for request in rx.iter() {
+        match request {
+            Request::Generate {
+                prompt,
+                params,
+                events,
+                cancel,
+            } => {
+                let _span = tracing::debug_span!("generate").entered();
+                let result = prompt.to_ids(engine.tokenizer()).and_then(|ids| {
+                    let _ = events.send(Event::Started {
+                        prompt_tokens: ids.len(),
+                    });
+                    engine.generate(&mut session, &ids, &params, &cancel, &mut |t| {
+                        let _ = events.send(Event::Text(t.to_string()));
+                    })
+                });
+                let _ = events.send(match result {
+                    Ok(g) => Event::Done(g),
+                    Err(e) => Event::Error {
+                        code: e.code().to_string(),
+                        message: e.to_string(),
+                    },
+                });
+            }
+            Request::Score { ids, reply } => {
+                let _ = reply.send(engine.score(&ids));
+            }
+            Request::ResetSession => session.clear(),
+        }
+    }
+}

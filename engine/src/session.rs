@@ -1,0 +1,127 @@
+//! A session: the token ids of one conversation and their KV cache. Operations follow
+//! llama.cpp's memory contract (`llama-memory.h`): append (prefill/step), remove a suffix
+//! (truncate), clear.
+
+use candle_core::Tensor;
+
+use crate::error::Result;
+use crate::kv_cache::KvCache;
+use crate::model::{Gemma3, Output};
+
+#[derive(Debug)]
+pub struct Session {
+    cache: KvCache,
+    tokens: Vec<u32>,
+}
+
+impl Session {
+    pub(crate) fn new(cache: KvCache) -> Self {
+        Session {
+            cache,
+            tokens: Vec::new(),
+        }
+    }
+
+    pub fn tokens(&self) -> &[u32] {
+        &self.tokens
+    }
+
+    pub fn len(&self) -> usize {
+        self.tokens.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.tokens.is_empty()
+    }
+
+    pub fn context(&self) -> usize {
+        self.cache.context()
+    }
+
+    pub fn remaining(&self) -> usize {
+        self.context() - self.len()
+    }
+
+    pub fn kv_bytes_per_token(&self) -> usize {
+        self.cache.bytes_per_token()
+    }
+
+    pub fn kv_allocated_bytes(&self) -> usize {
+        self.cache.allocated_bytes()
+    }
+
+    pub fn clear(&mut self) {
+        self.cache.clear();
+        self.tokens.clear();
+    }
+
+    /// Append `tokens` and return the last position's hidden state.
+    pub fn prefill(&mut self, model: &Gemma3, tokens: &[u32]) -> Result<Tensor> {
+        let result = model.forward(tokens, &mut self.cache, Output::Last);
+        self.sync_tokens(tokens, result.is_ok());
+        result
+    }
+
+    /// Append `tokens` and return every position's hidden state (for scoring).
+    pub fn prefill_all(&mut self, model: &Gemma3, tokens: &[u32]) -> Result<Tensor> {
+        let result = model.forward(tokens, &mut self.cache, Output::All);
+        self.sync_tokens(tokens, result.is_ok());
+        result
+    }
+
+    fn sync_tokens(&mut self, tokens: &[u32], ok: bool) {
+        if ok {
+            self.tokens.extend_from_slice(tokens);
+        } else if self.cache.len() != self.tokens.len() {
+            // the model cleared a half-written cache
+            self.tokens.clear();
+        }
+    }
+
+    /// Keep only the first `n` tokens. When a sliding-window ring has already overwritten
+    /// keys the prefix still needs, the prefix is re-prefilled from scratch.
+    pub fn truncate(&mut self, model: &Gemma3, n: usize) -> Result<()> {
+        if n >= self.tokens.len() {
+            return Ok(());
+        }
+        if self.cache.truncate(n) {
+            self.tokens.truncate(n);
+            return Ok(());
+        }
+        let keep: Vec<u32> = self.tokens[..n].to_vec();
+        self.clear();
+        if !keep.is_empty() {
+            self.prefill(model, &keep)?;
+        }
+        Ok(())
+    }
+
+    /// Make the session hold exactly `tokens`, reusing the longest common prefix already in
+    /// the cache. Returns the hidden state of the last token when any token was processed.
+    /// At least one token is always (re)processed so that logits for the next token exist.
+    pub fn sync_to(&mut self, model: &Gemma3, tokens: &[u32]) -> Result<Option<Tensor>> {
+        let common = common_prefix(&self.tokens, tokens);
+        // keep one token to re-run if the whole target is already cached
+        let keep = common.min(tokens.len().saturating_sub(1));
+        self.truncate(model, keep)?;
+        let rest = &tokens[self.tokens.len()..];
+        if rest.is_empty() {
+            return Ok(None);
+        }
+        self.prefill(model, rest).map(Some)
+    }
+}
+
+pub fn common_prefix(a: &[u32], b: &[u32]) -> usize {
+    a.iter().zip(b).take_while(|(x, y)| x == y).count()
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn common_prefix_counts_equal_leading_ids() {
+        assert_eq!(super::common_prefix(&[1, 2, 3], &[1, 2, 4]), 2);
+        assert_eq!(super::common_prefix(&[], &[1]), 0);
+        assert_eq!(super::common_prefix(&[1, 2], &[1, 2, 3]), 2);
+    }
+}

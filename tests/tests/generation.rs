@@ -1,0 +1,180 @@
+//! Generation behaviour on the real model: sampling determinism, stop conditions, cancel,
+//! context limits, chunked prefill, and cache reuse.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use companion_tests::load_engine;
+use engine::{
+    ChatMessage, EngineConfig, EngineHandle, Error, Event, GenerateParams, Prompt, SamplingParams,
+    StopReason,
+};
+
+fn params(max_tokens: usize, sampling: SamplingParams) -> GenerateParams {
+    GenerateParams {
+        max_tokens,
+        sampling,
+        stop_strings: vec![],
+    }
+}
+
+fn sampled(seed: u64) -> SamplingParams {
+    SamplingParams {
+        temperature: 1.0,
+        seed,
+        ..SamplingParams::default()
+    }
+}
+
+#[test]
+fn same_seed_same_tokens_other_seed_other_tokens() {
+    let engine = load_engine(512, 512);
+    let prompt = engine.tokenizer().encode("Once upon a time", true).unwrap();
+    let run = |seed| {
+        let mut s = engine.new_session().unwrap();
+        engine
+            .generate(&mut s, &prompt, &params(24, sampled(seed)), &AtomicBool::new(false), &mut |_| {})
+            .unwrap()
+            .ids
+    };
+    let a = run(1);
+    assert_eq!(a, run(1));
+    assert_ne!(a, run(2));
+}
+
+#[test]
+fn chunked_prefill_equals_one_shot() {
+    let one_shot = load_engine(1024, 1024);
+    let chunked = load_engine(1024, 7);
+    let text = "The quick brown fox jumps over the lazy dog. ".repeat(20);
+    let ids = one_shot.tokenizer().encode(&text, true).unwrap();
+    let a = one_shot.score(&ids).unwrap();
+    let b = chunked.score(&ids).unwrap();
+    for (x, y) in a.iter().zip(&b) {
+        assert!((x.logprob - y.logprob).abs() < 1e-3, "pos {}: {} vs {}", x.pos, x.logprob, y.logprob);
+        assert_eq!(x.top[0].0, y.top[0].0);
+    }
+}
+
+#[test]
+fn max_tokens_and_stop_strings_end_generation() {
+    let engine = load_engine(512, 512);
+    let prompt = engine.tokenizer().encode("1, 2, 3, 4, 5,", true).unwrap();
+    let mut s = engine.new_session().unwrap();
+    let g = engine
+        .generate(&mut s, &prompt, &params(5, SamplingParams::greedy()), &AtomicBool::new(false), &mut |_| {})
+        .unwrap();
+    assert_eq!(g.ids.len(), 5);
+    assert_eq!(g.stop_reason, StopReason::MaxTokens);
+
+    let mut p = params(64, SamplingParams::greedy());
+    p.stop_strings = vec!["8".into()];
+    let mut streamed = String::new();
+    let g = engine
+        .generate(&mut s, &prompt, &p, &AtomicBool::new(false), &mut |t| streamed.push_str(t))
+        .unwrap();
+    assert_eq!(g.stop_reason, StopReason::StopString, "{:?}", g.text);
+    assert!(!g.text.contains('8'), "{:?}", g.text);
+    assert_eq!(streamed, g.text);
+}
+
+#[test]
+fn chat_reply_ends_at_end_of_turn() {
+    let engine = load_engine(1024, 512);
+    let text = engine::tokenizer::render_chat(&[ChatMessage::user("Say hello.")], true);
+    let prompt = engine.tokenizer().encode(&text, true).unwrap();
+    let mut s = engine.new_session().unwrap();
+    let g = engine
+        .generate(&mut s, &prompt, &params(200, SamplingParams::greedy()), &AtomicBool::new(false), &mut |_| {})
+        .unwrap();
+    assert_eq!(g.stop_reason, StopReason::EndOfTurn, "{:?}", g.text);
+    assert!(!g.text.is_empty());
+}
+
+#[test]
+fn prompt_longer_than_the_context_is_a_clear_error() {
+    let engine = load_engine(64, 64);
+    let prompt = engine.tokenizer().encode(&"word ".repeat(100), true).unwrap();
+    let mut s = engine.new_session().unwrap();
+    let err = engine
+        .generate(&mut s, &prompt, &params(4, SamplingParams::greedy()), &AtomicBool::new(false), &mut |_| {})
+        .unwrap_err();
+    assert!(matches!(err, Error::PromptTooLong { context: 64, .. }), "{err:?}");
+    // the session is still usable
+    let short = engine.tokenizer().encode("Hello", true).unwrap();
+    engine
+        .generate(&mut s, &short, &params(2, SamplingParams::greedy()), &AtomicBool::new(false), &mut |_| {})
+        .unwrap();
+}
+
+#[test]
+fn filling_the_context_stops_with_context_full() {
+    let engine = load_engine(40, 40);
+    let prompt = engine.tokenizer().encode("Count: 1 2 3", true).unwrap();
+    let mut s = engine.new_session().unwrap();
+    let mut p = params(1000, SamplingParams::greedy());
+    p.sampling.repetition_penalty = 1.0;
+    let g = engine
+        .generate(&mut s, &prompt, &p, &AtomicBool::new(false), &mut |_| {})
+        .unwrap();
+    // unless the model ends its turn first, it stops exactly at the context
+    if g.stop_reason != StopReason::EndOfTurn {
+        assert_eq!(g.stop_reason, StopReason::ContextFull);
+        assert_eq!(prompt.len() + g.ids.len(), 41);
+    }
+}
+
+#[test]
+fn a_second_turn_reuses_the_cached_prefix() {
+    let engine = load_engine(1024, 512);
+    let tok = engine.tokenizer();
+    let mut messages = vec![ChatMessage::user("Name a color.")];
+    let mut s = engine.new_session().unwrap();
+    let p = params(16, SamplingParams::greedy());
+    let first = tok.encode(&engine::tokenizer::render_chat(&messages, true), true).unwrap();
+    let g = engine.generate(&mut s, &first, &p, &AtomicBool::new(false), &mut |_| {}).unwrap();
+    messages.push(ChatMessage::assistant(g.text));
+    messages.push(ChatMessage::user("Another one."));
+    let second = tok.encode(&engine::tokenizer::render_chat(&messages, true), true).unwrap();
+    let g2 = engine.generate(&mut s, &second, &p, &AtomicBool::new(false), &mut |_| {}).unwrap();
+    assert!(g2.stats.reused_tokens >= first.len(), "{:?}", g2.stats);
+
+    // and the reply equals the one from a fresh session
+    let mut fresh = engine.new_session().unwrap();
+    let g3 = engine.generate(&mut fresh, &second, &p, &AtomicBool::new(false), &mut |_| {}).unwrap();
+    assert_eq!(g2.ids, g3.ids);
+}
+
+#[test]
+fn cancel_stops_within_one_step_through_the_actor() {
+    let handle = EngineHandle::spawn(EngineConfig {
+        model_path: companion_tests::model_path(),
+        context: 1024,
+        ..EngineConfig::default()
+    })
+    .unwrap();
+    let mut p = params(500, SamplingParams::greedy());
+    p.sampling.repetition_penalty = 1.3;
+    let generation = handle.generate(Prompt::Text("Write a long story:".into()), p).unwrap();
+    let mut pieces = 0;
+    let mut done = None;
+    for event in generation.events.iter() {
+        match event {
+            Event::Text(_) => {
+                pieces += 1;
+                if pieces == 3 {
+                    generation.cancel.store(true, Ordering::Relaxed);
+                }
+            }
+            Event::Done(g) => {
+                done = Some(g);
+                break;
+            }
+            Event::Error { message, .. } => panic!("{message}"),
+            Event::Started { .. } => {}
+        }
+    }
+    let g = done.expect("a Done event");
+    assert_eq!(g.stop_reason, StopReason::Cancelled);
+    // effective within one decode step: at most one more token after the flag was set
+    assert!(g.ids.len() <= 5, "{} tokens after cancel at the third piece", g.ids.len());
+}
