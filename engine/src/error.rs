@@ -51,6 +51,10 @@ pub enum Error {
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
 
+    /// An error reported by the engine thread for one request, as its event carried it.
+    #[error("{message}")]
+    Request { code: String, message: String },
+
     #[error("the engine thread has stopped")]
     EngineStopped,
 
@@ -60,7 +64,7 @@ pub enum Error {
 
 impl Error {
     /// A stable machine-readable code for the IPC edge and for tests.
-    pub fn code(&self) -> &'static str {
+    pub fn code(&self) -> &str {
         match self {
             Error::ModelNotFound { .. } => "model_not_found",
             Error::Io { .. } => "io",
@@ -70,6 +74,7 @@ impl Error {
             Error::ContextFull { .. } => "context_full",
             Error::PromptTooLong { .. } => "prompt_too_long",
             Error::InvalidArgument(_) => "invalid_argument",
+            Error::Request { code, .. } => code,
             Error::EngineStopped => "engine_stopped",
             Error::Candle(_) => "compute",
         }

@@ -106,7 +106,7 @@ impl GenerationHandle {
                 Event::Text(t) => on_text(&t),
                 Event::Done(g) => return Ok(g),
                 Event::Error { code, message } => {
-                    return Err(Error::InvalidArgument(format!("{code}: {message}")));
+                    return Err(Error::Request { code, message });
                 }
             }
         }

@@ -2,7 +2,7 @@
 //! `(i, i + d/2)`), which is candle-nn's non-interleaved `rope`. Tables are only as long as the
 //! context in use (not the model's 32k training context), one per base.
 
-use candle_core::{DType, Device, Result, Tensor};
+use candle_core::{Device, Result, Tensor};
 
 #[derive(Debug, Clone)]
 pub struct RopeTable {
@@ -28,7 +28,7 @@ impl RopeTable {
             }
         }
         Ok(RopeTable {
-            cos: Tensor::from_vec(cos, (len, half), device)?.to_dtype(DType::F32)?,
+            cos: Tensor::from_vec(cos, (len, half), device)?,
             sin: Tensor::from_vec(sin, (len, half), device)?,
         })
     }
