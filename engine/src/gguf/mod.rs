@@ -163,6 +163,36 @@ impl ModelFile {
             })
     }
 
+    /// The raw bytes of a tensor (its ggml blocks), checking name and shape, without building
+    /// a candle tensor: for weights the engine multiplies with its own kernels.
+    pub fn tensor_bytes(&mut self, name: &str, shape: &[usize]) -> Result<(GgmlDType, Vec<u8>)> {
+        let info = self
+            .content
+            .tensor_infos
+            .get(name)
+            .ok_or_else(|| self.invalid(format!("tensor `{name}` is missing")))?;
+        if info.shape.dims() != shape {
+            return Err(self.invalid(format!(
+                "tensor `{name}` has shape {:?}, expected {:?}",
+                info.shape.dims(),
+                shape
+            )));
+        }
+        let dtype = info.ggml_dtype;
+        let len = info.shape.elem_count() / dtype.block_size() * dtype.type_size();
+        let offset = self.content.tensor_data_offset + info.offset;
+        let mut buf = vec![0u8; len];
+        let read = self
+            .reader
+            .seek(std::io::SeekFrom::Start(offset))
+            .and_then(|_| self.reader.read_exact(&mut buf));
+        read.map_err(|e| Error::InvalidModel {
+            path: self.path.clone(),
+            reason: format!("tensor `{name}` could not be read ({e})"),
+        })?;
+        Ok((dtype, buf))
+    }
+
     pub fn tensor_dtype(&self, name: &str) -> Option<GgmlDType> {
         self.content.tensor_infos.get(name).map(|i| i.ggml_dtype)
     }

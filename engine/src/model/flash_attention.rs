@@ -110,7 +110,7 @@ fn dot(a: &[f32], b: &[f32]) -> f32 {
     let chunks = a.len() / 8;
     for c in 0..chunks {
         for l in 0..8 {
-            lanes[l] = a[c * 8 + l].mul_add(b[c * 8 + l], lanes[l]);
+            lanes[l] += a[c * 8 + l] * b[c * 8 + l];
         }
     }
     let mut s: f32 = lanes.iter().sum();
@@ -128,11 +128,12 @@ fn scale_f16(acc: &mut [f16], s: f32) {
     }
 }
 
-/// `acc = f16(f32(acc) + v * s)`, ggml's `ggml_vec_mad_f16` (V is f16-exact).
+/// `acc = f16(f32(acc) + v * s)`, ggml's `ggml_vec_mad_f16` (V is f16-exact). Plain `a + x*s`
+/// rather than `mul_add`: without compile-time FMA, `mul_add` is a slow libm call.
 #[inline]
 fn mad_f16(acc: &mut [f16], v: &[f32], s: f32) {
     for (a, &x) in acc.iter_mut().zip(v) {
-        *a = f16::from_f32(x.mul_add(s, a.to_f32()));
+        *a = f16::from_f32(a.to_f32() + x * s);
     }
 }
 

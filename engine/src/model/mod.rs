@@ -12,32 +12,32 @@
 //! same tensor serves as the output projection.
 
 mod flash_attention;
+mod linear;
+mod q8_matmul;
 mod rope;
 
-use std::sync::Arc;
-
-use candle_core::quantized::{QMatMul, QTensor};
-use candle_core::{D, DType, Device, Module, Tensor};
+use candle_core::{D, DType, Device, Tensor};
 
 use crate::error::{Error, Result};
 use crate::gguf::{GemmaConfig, ModelFile};
 use crate::kv_cache::{KvCache, LayerView};
+use linear::Linear;
 pub use rope::RopeTable;
 
 #[derive(Debug)]
 struct Layer {
     attn_norm: Tensor,
-    q: QMatMul,
-    k: QMatMul,
-    v: QMatMul,
+    q: Linear,
+    k: Linear,
+    v: Linear,
     q_norm: Tensor,
     k_norm: Tensor,
-    o: QMatMul,
+    o: Linear,
     post_attn_norm: Tensor,
     ffn_norm: Tensor,
-    gate: QMatMul,
-    up: QMatMul,
-    down: QMatMul,
+    gate: Linear,
+    up: Linear,
+    down: Linear,
     post_ffn_norm: Tensor,
     sliding: bool,
 }
@@ -54,8 +54,8 @@ pub enum Output {
 #[derive(Debug)]
 pub struct Gemma3 {
     config: GemmaConfig,
-    embedding: Arc<QTensor>,
-    lm_head: QMatMul,
+    /// The token embedding, also the output projection (tied).
+    embedding: Linear,
     output_norm: Tensor,
     layers: Vec<Layer>,
     rope_local: RopeTable,
@@ -73,7 +73,7 @@ impl Gemma3 {
         let q_dim = c.n_head * c.head_dim;
         let kv_dim = c.n_kv_head * c.head_dim;
 
-        let embedding = Arc::new(file.tensor("token_embd.weight", &[c.n_vocab, e], device)?);
+        let embedding = Linear::load(file, "token_embd.weight", c.n_vocab, e, device)?;
         if file.has_tensor("output.weight") {
             return Err(Error::InvalidModel {
                 path: file.path().to_path_buf(),
@@ -81,14 +81,13 @@ impl Gemma3 {
                     .into(),
             });
         }
-        let lm_head = QMatMul::from_arc(embedding.clone())?;
         let output_norm = norm(file, "output_norm.weight", e, device)?;
 
         let mut layers = Vec::with_capacity(c.n_layer);
         for il in 0..c.n_layer {
             let p = |s: &str| format!("blk.{il}.{s}.weight");
-            let mm = |file: &mut ModelFile, name: &str, shape: &[usize]| -> Result<QMatMul> {
-                Ok(QMatMul::from_qtensor(file.tensor(&p(name), shape, device)?)?)
+            let mm = |file: &mut ModelFile, name: &str, shape: &[usize]| -> Result<Linear> {
+                Linear::load(file, &p(name), shape[0], shape[1], device)
             };
             layers.push(Layer {
                 attn_norm: norm(file, &p("attn_norm"), e, device)?,
@@ -114,7 +113,6 @@ impl Gemma3 {
             embed_scale: (e as f64).sqrt(),
             config: c,
             embedding,
-            lm_head,
             output_norm,
             layers,
             device: device.clone(),
@@ -181,8 +179,7 @@ impl Gemma3 {
         let c = &self.config;
         let seq = tokens.len();
         let start = cache.len();
-        let ids = Tensor::new(tokens, &self.device)?;
-        let mut x = (self.embedding.embedding(&ids)? * self.embed_scale)?;
+        let mut x = (self.embedding.rows(tokens, &self.device)? * self.embed_scale)?;
 
         cache.begin_step(start, seq);
         let ring_positions = cache.ring_positions().to_vec();
@@ -254,7 +251,7 @@ impl Gemma3 {
             let h = candle_nn::ops::rms_norm(&x_attn, &layer.ffn_norm, c.rms_eps)?;
             // GELU(tanh) in f32. ggml's CPU build rounds through an f16 table here
             // (`ggml_vec_geglu_f32` with GGML_GELU_FP16); against the reference log-probs
-            // (made by llama.cpp on another machine) f32 agrees better: 176/177 vs 175/177 top-1.
+            // (made by llama.cpp on another machine) neither is consistently closer.
             let gate = layer.gate.forward(&h)?.gelu()?;
             let up = layer.up.forward(&h)?;
             let ffn = layer.down.forward(&(gate * up)?)?;
@@ -267,7 +264,7 @@ impl Gemma3 {
 
     /// Logits `[n, n_vocab]` for hidden states `[n, n_embd]`, soft-capped when the model says so.
     pub fn logits(&self, hidden: &Tensor) -> Result<Tensor> {
-        let logits = self.lm_head.forward(hidden)?;
+        let logits = self.embedding.forward(hidden)?;
         let logits = match self.config.final_logit_softcap {
             Some(cap) => ((logits / cap as f64)?.tanh()? * cap as f64)?,
             None => logits,
