@@ -13,7 +13,7 @@ use std::io::{BufReader, Read, Seek};
 use std::path::{Path, PathBuf};
 
 use candle_core::Device;
-use candle_core::quantized::gguf_file::{Content, Value};
+use candle_core::quantized::gguf_file::{Content, TensorInfo, Value};
 use candle_core::quantized::{GgmlDType, QTensor};
 
 pub use config::{Architecture, GemmaConfig};
@@ -140,9 +140,8 @@ impl ModelFile {
         }
     }
 
-    /// Read one tensor, checking that it exists and has the expected logical shape
-    /// (in candle's row-major order, i.e. GGUF dims reversed).
-    pub fn tensor(&mut self, name: &str, shape: &[usize], device: &Device) -> Result<QTensor> {
+    /// The tensor's info, checking that it exists and has the expected logical shape.
+    fn checked_info(&self, name: &str, shape: &[usize]) -> Result<&TensorInfo> {
         let info = self
             .content
             .tensor_infos
@@ -155,6 +154,14 @@ impl ModelFile {
                 shape
             )));
         }
+        Ok(info)
+    }
+
+    /// Read one tensor, checking that it exists and has the expected logical shape
+    /// (in candle's row-major order, i.e. GGUF dims reversed).
+    pub fn tensor(&mut self, name: &str, shape: &[usize], device: &Device) -> Result<QTensor> {
+        self.checked_info(name, shape)?;
+        let info = &self.content.tensor_infos[name];
         let offset = self.content.tensor_data_offset;
         info.read(&mut self.reader, offset, device)
             .map_err(|e| Error::InvalidModel {
@@ -166,18 +173,7 @@ impl ModelFile {
     /// The raw bytes of a tensor (its ggml blocks), checking name and shape, without building
     /// a candle tensor: for weights the engine multiplies with its own kernels.
     pub fn tensor_bytes(&mut self, name: &str, shape: &[usize]) -> Result<(GgmlDType, Vec<u8>)> {
-        let info = self
-            .content
-            .tensor_infos
-            .get(name)
-            .ok_or_else(|| self.invalid(format!("tensor `{name}` is missing")))?;
-        if info.shape.dims() != shape {
-            return Err(self.invalid(format!(
-                "tensor `{name}` has shape {:?}, expected {:?}",
-                info.shape.dims(),
-                shape
-            )));
-        }
+        let info = self.checked_info(name, shape)?;
         let dtype = info.ggml_dtype;
         let len = info.shape.elem_count() / dtype.block_size() * dtype.type_size();
         let offset = self.content.tensor_data_offset + info.offset;
