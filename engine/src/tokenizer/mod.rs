@@ -7,11 +7,12 @@
 //!   spaces and tabs, HTML tags) are matched in the raw text first, as llama.cpp's
 //!   `tokenizer_st_partition` does with `parse_special = true`: added tokens, not normalized;
 //! - the rest has spaces replaced by `▁` (no space prefix unless the GGUF asks for one);
-//! - SPM merges the adjacent pair whose concatenation has the highest score. A BPE model
-//!   whose merge ranks are ordered by the merged token's score does the same;
+//! - SPM merges the adjacent pair whose concatenation has the highest score (`spm`, the
+//!   tokenizer's model);
 //! - characters the vocabulary lacks fall back to `<0xXX>` byte tokens.
 
 mod chat_template;
+mod spm;
 mod stream;
 mod vocab;
 
@@ -25,9 +26,16 @@ use tokenizers::decoders::DecoderWrapper;
 use tokenizers::decoders::byte_fallback::ByteFallback;
 use tokenizers::decoders::fuse::Fuse;
 use tokenizers::decoders::sequence::Sequence as DecoderSequence;
-use tokenizers::models::bpe::BPE;
 use tokenizers::normalizers::{NormalizerWrapper, Prepend, Replace};
-use tokenizers::{AddedToken, Tokenizer};
+use tokenizers::{
+    AddedToken, PostProcessorWrapper, PreTokenizerWrapper, TokenizerImpl,
+};
+
+use spm::SpmModel;
+
+/// `tokenizers`' pipeline (added tokens, normalizer, decoder) around our SPM model.
+pub type Tokenizer =
+    TokenizerImpl<SpmModel, NormalizerWrapper, PreTokenizerWrapper, PostProcessorWrapper, DecoderWrapper>;
 
 use crate::error::{Error, Result};
 use crate::gguf::ModelFile;
@@ -50,11 +58,11 @@ impl std::fmt::Debug for GemmaTokenizer {
 
 impl GemmaTokenizer {
     pub fn from_gguf(file: &ModelFile) -> Result<Self> {
-        let vocab = Vocab::from_gguf(file)?;
+        let vocab = Arc::new(Vocab::from_gguf(file)?);
         let inner = build_tokenizer(&vocab)?;
         Ok(GemmaTokenizer {
             inner: Arc::new(inner),
-            vocab: Arc::new(vocab),
+            vocab,
         })
     }
 
@@ -113,16 +121,9 @@ impl GemmaTokenizer {
     }
 }
 
-fn build_tokenizer(vocab: &Vocab) -> Result<Tokenizer> {
+fn build_tokenizer(vocab: &Arc<Vocab>) -> Result<Tokenizer> {
     let tok_err = |e: tokenizers::Error| Error::Tokenizer(e.to_string());
-    let bpe = BPE::builder()
-        .vocab_and_merges(vocab.bpe_vocab(), vocab.spm_merges())
-        .unk_token(vocab.token(vocab.unk_id).to_string())
-        .byte_fallback(true)
-        .fuse_unk(false)
-        .build()
-        .map_err(tok_err)?;
-    let mut tokenizer = Tokenizer::new(bpe);
+    let mut tokenizer = Tokenizer::new(SpmModel::new(vocab.clone()));
 
     let space = Replace::new(" ", "▁").map_err(tok_err)?;
     let normalizer: NormalizerWrapper = if vocab.add_space_prefix {

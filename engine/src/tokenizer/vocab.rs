@@ -39,6 +39,7 @@ pub struct Vocab {
     /// control tokens → nothing).
     pieces: Vec<Vec<u8>>,
     index: HashMap<String, u32>,
+    byte_ids: [Option<u32>; 256],
     pub bos_id: u32,
     pub eos_id: u32,
     pub unk_id: u32,
@@ -122,8 +123,17 @@ impl Vocab {
             .enumerate()
             .map(|(i, t)| (t.clone(), i as u32))
             .collect();
+        let mut byte_ids = [None; 256];
+        for (i, (t, ty)) in tokens.iter().zip(&types).enumerate() {
+            if *ty == TokenType::Byte {
+                if let Some(b) = parse_byte_token(t) {
+                    byte_ids[b as usize] = Some(i as u32);
+                }
+            }
+        }
         Ok(Vocab {
             tokens,
+            byte_ids,
             scores,
             types,
             pieces,
@@ -170,40 +180,13 @@ impl Vocab {
             .map(|(i, _)| i as u32)
     }
 
-    pub(crate) fn bpe_vocab(&self) -> ahash_compat::Map {
-        self.tokens
-            .iter()
-            .enumerate()
-            .map(|(i, t)| (t.clone(), i as u32))
-            .collect()
+    pub fn score(&self, id: u32) -> f32 {
+        self.scores.get(id as usize).copied().unwrap_or(f32::NEG_INFINITY)
     }
 
-    /// SentencePiece merges expressed as BPE merges: every normal token that splits into two
-    /// vocabulary tokens yields a merge, ranked by the merged token's score (higher first) —
-    /// llama.cpp's SPM picks the adjacent pair whose concatenation scores highest. Ties go to
-    /// the lower id, then the earlier split, as in `tokenizers`' SentencePiece extractor.
-    pub(crate) fn spm_merges(&self) -> Vec<(String, String)> {
-        let mut merges: Vec<(f32, u32, usize, u32, u32)> = Vec::new();
-        for (id, token) in self.tokens.iter().enumerate() {
-            if self.types[id] != TokenType::Normal {
-                continue;
-            }
-            for (split, _) in token.char_indices().skip(1) {
-                let (l, r) = token.split_at(split);
-                if let (Some(&li), Some(&ri)) = (self.index.get(l), self.index.get(r)) {
-                    merges.push((self.scores[id], id as u32, split, li, ri));
-                }
-            }
-        }
-        merges.sort_by(|a, b| {
-            b.0.total_cmp(&a.0)
-                .then(a.1.cmp(&b.1))
-                .then(a.2.cmp(&b.2))
-        });
-        merges
-            .into_iter()
-            .map(|(_, _, _, l, r)| (self.tokens[l as usize].clone(), self.tokens[r as usize].clone()))
-            .collect()
+    /// The `<0xXX>` token of a byte, for byte fallback.
+    pub fn byte_id(&self, byte: u8) -> Option<u32> {
+        self.byte_ids[byte as usize]
     }
 }
 
@@ -221,11 +204,6 @@ fn piece_bytes(token: &str, ty: TokenType) -> Vec<u8> {
 fn parse_byte_token(token: &str) -> Option<u8> {
     let hex = token.strip_prefix("<0x")?.strip_suffix('>')?;
     u8::from_str_radix(hex, 16).ok()
-}
-
-/// `tokenizers`' BPE builder takes an `AHashMap`; `collect` into its type without naming ahash.
-pub(crate) mod ahash_compat {
-    pub type Map = tokenizers::models::bpe::Vocab;
 }
 
 #[cfg(test)]
