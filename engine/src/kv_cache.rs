@@ -206,6 +206,35 @@ impl KvCache {
         }
     }
 
+    /// Host variant of [`Self::write_and_view`] for the CPU forward pass: `k`, `v` are
+    /// `[seq, n_kv_head, head_dim]` host rows (the layout the projections produce). Returns the
+    /// live K/V slices, `slots` and `used`.
+    pub(crate) fn write_host(
+        &mut self,
+        layer: usize,
+        start: usize,
+        k: &[f32],
+        v: &[f32],
+    ) -> candle_core::Result<(&[f32], &[f32], usize, usize)> {
+        let (n_kv, d) = (self.n_kv_head, self.head_dim);
+        let seq = k.len() / (n_kv * d);
+        let slots = self.slots(layer);
+        let used = (start + seq).min(slots);
+        let LayerCache::Host { k: kc, v: vc } = &mut self.layers[layer] else {
+            candle_core::bail!("kv cache: host write on a device cache");
+        };
+        for i in 0..seq {
+            let slot = (start + i) % slots;
+            for h in 0..n_kv {
+                let dst = (h * slots + slot) * d;
+                let src = (i * n_kv + h) * d;
+                kc[dst..dst + d].copy_from_slice(&k[src..src + d]);
+                vc[dst..dst + d].copy_from_slice(&v[src..src + d]);
+            }
+        }
+        Ok((kc, vc, slots, used))
+    }
+
     /// The position each ring slot holds (sliding layers).
     pub(crate) fn ring_positions(&self) -> &[Option<usize>] {
         &self.ring_pos

@@ -73,19 +73,40 @@ impl Linear {
         }
     }
 
-    /// Rows `ids` of the matrix as f32 `[ids.len(), k]`: the token embedding lookup, which
-    /// never dequantizes the whole table.
-    pub fn rows(&self, ids: &[u32], device: &Device) -> candle_core::Result<Tensor> {
+    /// `x` `[m, k]` as a host slice → `[m, n]`: the CPU forward pass. Formats without a kernel
+    /// of ours go through candle on a CPU tensor.
+    pub fn matmul_host(&self, x: &[f32], m: usize) -> candle_core::Result<Vec<f32>> {
         match self {
-            Linear::Candle(q) | Linear::CandleRowPair(q) => q.embedding(&Tensor::new(ids, device)?),
+            Linear::Blocks(w) => Ok(w.matmul(x, m)),
+            Linear::Candle(_) | Linear::CandleRowPair(_) => {
+                let k = x.len() / m.max(1);
+                let t = Tensor::from_slice(x, (m, k), &Device::Cpu)?;
+                self.forward(&t)?.flatten_all()?.to_vec1::<f32>()
+            }
+        }
+    }
+
+    /// Rows `ids` as a host vector `[ids.len() * k]`.
+    pub fn rows_host(&self, ids: &[u32]) -> candle_core::Result<Vec<f32>> {
+        match self {
             Linear::Blocks(w) => {
                 let k = w.cols();
                 let mut out = vec![0f32; ids.len() * k];
                 for (&id, dst) in ids.iter().zip(out.chunks_exact_mut(k)) {
                     w.dequantize_row(id as usize, dst);
                 }
-                Tensor::from_vec(out, (ids.len(), k), device)
+                Ok(out)
             }
+            _ => self.rows(ids, &Device::Cpu)?.flatten_all()?.to_vec1::<f32>(),
+        }
+    }
+
+    /// Rows `ids` of the matrix as f32 `[ids.len(), k]`: the token embedding lookup, which
+    /// never dequantizes the whole table.
+    pub fn rows(&self, ids: &[u32], device: &Device) -> candle_core::Result<Tensor> {
+        match self {
+            Linear::Candle(q) | Linear::CandleRowPair(q) => q.embedding(&Tensor::new(ids, device)?),
+            Linear::Blocks(w) => Tensor::from_vec(self.rows_host(ids)?, (ids.len(), w.cols()), device),
         }
     }
 }

@@ -12,6 +12,7 @@
 //! same tensor serves as the output projection.
 
 mod flash_attention;
+mod host_forward;
 mod linear;
 mod q8_matmul;
 mod rope;
@@ -24,21 +25,28 @@ use crate::kv_cache::{KvCache, LayerView};
 use linear::Linear;
 pub use rope::RopeTable;
 
+/// An RMSNorm weight: a tensor for device backends, a host copy for the CPU pass.
+#[derive(Debug)]
+struct Norm {
+    tensor: Tensor,
+    host: Vec<f32>,
+}
+
 #[derive(Debug)]
 struct Layer {
-    attn_norm: Tensor,
+    attn_norm: Norm,
     q: Linear,
     k: Linear,
     v: Linear,
-    q_norm: Tensor,
-    k_norm: Tensor,
+    q_norm: Norm,
+    k_norm: Norm,
     o: Linear,
-    post_attn_norm: Tensor,
-    ffn_norm: Tensor,
+    post_attn_norm: Norm,
+    ffn_norm: Norm,
     gate: Linear,
     up: Linear,
     down: Linear,
-    post_ffn_norm: Tensor,
+    post_ffn_norm: Norm,
     sliding: bool,
 }
 
@@ -56,7 +64,7 @@ pub struct Gemma3 {
     config: GemmaConfig,
     /// The token embedding, also the output projection (tied).
     embedding: Linear,
-    output_norm: Tensor,
+    output_norm: Norm,
     layers: Vec<Layer>,
     rope_local: RopeTable,
     rope_global: RopeTable,
@@ -150,6 +158,21 @@ impl Gemma3 {
             )));
         }
         let mut outs = Vec::new();
+        if self.device.is_cpu() {
+            let mut rows = Vec::new();
+            for chunk in tokens.chunks(cache.chunk()) {
+                match self.forward_step_host(chunk, cache, output) {
+                    Ok(h) if output == Output::All => rows.extend_from_slice(&h),
+                    Ok(h) => rows = h,
+                    Err(e) => {
+                        cache.clear();
+                        return Err(e);
+                    }
+                }
+            }
+            let n = rows.len() / self.config.n_embd;
+            return Ok(Tensor::from_vec(rows, (n, self.config.n_embd), &self.device)?);
+        }
         for chunk in tokens.chunks(cache.chunk()) {
             let h = match self.forward_step(chunk, cache) {
                 Ok(h) => h,
@@ -196,12 +219,12 @@ impl Gemma3 {
 
         for (il, layer) in self.layers.iter().enumerate() {
             let _span = tracing::trace_span!("block", il).entered();
-            let h = candle_nn::ops::rms_norm(&x, &layer.attn_norm, c.rms_eps)?;
+            let h = candle_nn::ops::rms_norm(&x, &layer.attn_norm.tensor, c.rms_eps)?;
             let q = layer.q.forward(&h)?.reshape((seq, c.n_head, c.head_dim))?;
             let k = layer.k.forward(&h)?.reshape((seq, c.n_kv_head, c.head_dim))?;
             let v = layer.v.forward(&h)?.reshape((seq, c.n_kv_head, c.head_dim))?;
-            let q = candle_nn::ops::rms_norm(&q, &layer.q_norm, c.rms_eps)?;
-            let k = candle_nn::ops::rms_norm(&k, &layer.k_norm, c.rms_eps)?;
+            let q = candle_nn::ops::rms_norm(&q, &layer.q_norm.tensor, c.rms_eps)?;
+            let k = candle_nn::ops::rms_norm(&k, &layer.k_norm.tensor, c.rms_eps)?;
             // [heads, seq, d]
             let q = q.transpose(0, 1)?.unsqueeze(0)?;
             let k = k.transpose(0, 1)?.unsqueeze(0)?;
@@ -245,21 +268,21 @@ impl Gemma3 {
                 }
             };
             let attn = layer.o.forward(&attn)?;
-            let attn = candle_nn::ops::rms_norm(&attn, &layer.post_attn_norm, c.rms_eps)?;
+            let attn = candle_nn::ops::rms_norm(&attn, &layer.post_attn_norm.tensor, c.rms_eps)?;
             let x_attn = (attn + &x)?;
 
-            let h = candle_nn::ops::rms_norm(&x_attn, &layer.ffn_norm, c.rms_eps)?;
+            let h = candle_nn::ops::rms_norm(&x_attn, &layer.ffn_norm.tensor, c.rms_eps)?;
             // GELU(tanh) in f32. ggml's CPU build rounds through an f16 table here
             // (`ggml_vec_geglu_f32` with GGML_GELU_FP16); against the reference log-probs
             // (made by llama.cpp on another machine) neither is consistently closer.
             let gate = layer.gate.forward(&h)?.gelu()?;
             let up = layer.up.forward(&h)?;
             let ffn = layer.down.forward(&(gate * up)?)?;
-            let ffn = candle_nn::ops::rms_norm(&ffn, &layer.post_ffn_norm, c.rms_eps)?;
+            let ffn = candle_nn::ops::rms_norm(&ffn, &layer.post_ffn_norm.tensor, c.rms_eps)?;
             x = (ffn + x_attn)?;
         }
         cache.advance(start + seq);
-        Ok(candle_nn::ops::rms_norm(&x, &self.output_norm, c.rms_eps)?)
+        Ok(candle_nn::ops::rms_norm(&x, &self.output_norm.tensor, c.rms_eps)?)
     }
 
     /// Logits `[n, n_vocab]` for hidden states `[n, n_embd]`, soft-capped when the model says so.
@@ -307,11 +330,13 @@ fn cache_mask<'a>(
         .ok_or_else(|| candle_core::Error::Msg("attention mask missing".into()))
 }
 
-fn norm(file: &mut ModelFile, name: &str, len: usize, device: &Device) -> Result<Tensor> {
-    Ok(file
+fn norm(file: &mut ModelFile, name: &str, len: usize, device: &Device) -> Result<Norm> {
+    let tensor = file
         .tensor(name, &[len], device)?
         .dequantize(device)?
-        .to_dtype(DType::F32)?)
+        .to_dtype(DType::F32)?;
+    let host = tensor.to_vec1::<f32>()?;
+    Ok(Norm { tensor, host })
 }
 
 /// Log-softmax over the last dimension, in f32.

@@ -1,0 +1,175 @@
+//! The CPU forward pass on plain host slices: one Gemma 3 step without candle tensor ops.
+//!
+//! On two cores a decode step is ~30 small ops per layer; candle runs each through its own
+//! thread pool, whose spinning workers took a quarter of the CPU away from the matmul threads.
+//! Here every step is a plain loop over `f32` rows, the matmuls are our block kernels (rayon),
+//! attention reads the KV cache in place (`flash_attention`), and candle is touched only for
+//! weight formats we have no kernel for.
+//!
+//! Numerics follow llama.cpp `src/models/gemma3.cpp` and ggml's CPU ops: RMSNorm sums squares
+//! in f64 (`ggml_compute_forward_rms_norm_f32`), then multiplies by the weight; K and V are
+//! rounded to f16 as ggml's f16 KV cache stores them; GELU is the tanh form in f32.
+
+use super::flash_attention::{self, SlotPositions, Visibility};
+use super::{Gemma3, Output};
+use crate::error::Result;
+use crate::kv_cache::KvCache;
+use half::f16;
+
+impl Gemma3 {
+    /// One step of `tokens` at positions `cache.len()..` on the CPU; returns the final hidden
+    /// states (after the output norm) of the positions `output` asks for, `[rows, n_embd]`.
+    pub(super) fn forward_step_host(
+        &self,
+        tokens: &[u32],
+        cache: &mut KvCache,
+        output: Output,
+    ) -> Result<Vec<f32>> {
+        let c = &self.config;
+        let (e, seq, d) = (c.n_embd, tokens.len(), c.head_dim);
+        let start = cache.len();
+        let scale = self.embed_scale as f32;
+        let mut x = self.embedding.rows_host(tokens)?;
+        for v in x.iter_mut() {
+            *v *= scale;
+        }
+
+        cache.begin_step(start, seq);
+        let ring_positions = cache.ring_positions().to_vec();
+        let mut h = vec![0f32; seq * e];
+        for (il, layer) in self.layers.iter().enumerate() {
+            let _span = tracing::trace_span!("block", il).entered();
+            rms_norm_into(&x, &layer.attn_norm.host, c.rms_eps, &mut h);
+            let mut q = layer.q.matmul_host(&h, seq)?;
+            let mut k = layer.k.matmul_host(&h, seq)?;
+            let mut v = layer.v.matmul_host(&h, seq)?;
+            rms_norm_rows(&mut q, &layer.q_norm.host, c.rms_eps);
+            rms_norm_rows(&mut k, &layer.k_norm.host, c.rms_eps);
+            let rope = if layer.sliding {
+                &self.rope_local
+            } else {
+                &self.rope_global
+            };
+            rope.apply_host(&mut q, c.n_head, start);
+            rope.apply_host(&mut k, c.n_kv_head, start);
+            let attention_scale = c.attention_scale as f32;
+            // attention wants Q as [n_head, seq, d]
+            let mut qt = vec![0f32; q.len()];
+            for i in 0..seq {
+                for hd in 0..c.n_head {
+                    let src = &q[(i * c.n_head + hd) * d..][..d];
+                    let dst = &mut qt[(hd * seq + i) * d..][..d];
+                    for (o, &s) in dst.iter_mut().zip(src) {
+                        *o = s * attention_scale;
+                    }
+                }
+            }
+            round_f16(&mut k);
+            round_f16(&mut v);
+            let (kc, vc, slots, used) = cache.write_host(il, start, &k, &v)?;
+            let vis = Visibility {
+                slot_pos: if layer.sliding {
+                    SlotPositions::Ring(&ring_positions)
+                } else {
+                    SlotPositions::Identity
+                },
+                window: if layer.sliding { c.sliding_window } else { None },
+            };
+            let attn = flash_attention::attention(
+                &qt, kc, vc, slots, used, c.n_head, c.n_kv_head, d, start, seq, &vis,
+            );
+            let mut o = layer.o.matmul_host(&attn, seq)?;
+            rms_norm_rows(&mut o, &layer.post_attn_norm.host, c.rms_eps);
+            for (xv, ov) in x.iter_mut().zip(&o) {
+                *xv += ov;
+            }
+
+            rms_norm_into(&x, &layer.ffn_norm.host, c.rms_eps, &mut h);
+            let mut gate = layer.gate.matmul_host(&h, seq)?;
+            let up = layer.up.matmul_host(&h, seq)?;
+            for (g, u) in gate.iter_mut().zip(&up) {
+                *g = gelu(*g) * u;
+            }
+            let mut ffn = layer.down.matmul_host(&gate, seq)?;
+            rms_norm_rows(&mut ffn, &layer.post_ffn_norm.host, c.rms_eps);
+            for (xv, fv) in x.iter_mut().zip(&ffn) {
+                *xv += fv;
+            }
+        }
+        cache.advance(start + seq);
+        let rows = match output {
+            Output::All => &x[..],
+            Output::Last => &x[(seq - 1) * e..],
+        };
+        let mut out = vec![0f32; rows.len()];
+        rms_norm_into(rows, &self.output_norm.host, c.rms_eps, &mut out);
+        Ok(out)
+    }
+}
+
+/// `out = rmsnorm(x) · w` row by row, rows of `w.len()` values.
+fn rms_norm_into(x: &[f32], w: &[f32], eps: f32, out: &mut [f32]) {
+    let n = w.len();
+    for (row, dst) in x.chunks_exact(n).zip(out.chunks_exact_mut(n)) {
+        let s = rms_scale(row, eps);
+        for ((o, &v), &g) in dst.iter_mut().zip(row).zip(w) {
+            *o = v * s * g;
+        }
+    }
+}
+
+/// In-place RMSNorm of every `w.len()`-wide row (Q/K heads, projections).
+fn rms_norm_rows(x: &mut [f32], w: &[f32], eps: f32) {
+    let n = w.len();
+    for row in x.chunks_exact_mut(n) {
+        let s = rms_scale(row, eps);
+        for (v, &g) in row.iter_mut().zip(w) {
+            *v = *v * s * g;
+        }
+    }
+}
+
+/// ggml: `sum += (ggml_float)(x·x)` in f64, `scale = 1/sqrtf(mean + eps)` in f32.
+#[inline]
+fn rms_scale(row: &[f32], eps: f32) -> f32 {
+    let sum: f64 = row.iter().map(|&v| (v * v) as f64).sum();
+    let mean = (sum / row.len() as f64) as f32;
+    1.0 / (mean + eps).sqrt()
+}
+
+/// GELU, tanh approximation (ggml `ggml_gelu_f32`).
+#[inline]
+fn gelu(x: f32) -> f32 {
+    const SQRT_2_OVER_PI: f32 = 0.797_884_6;
+    const COEF_A: f32 = 0.044715;
+    0.5 * x * (1.0 + (SQRT_2_OVER_PI * x * (1.0 + COEF_A * x * x)).tanh())
+}
+
+fn round_f16(x: &mut [f32]) {
+    for v in x.iter_mut() {
+        *v = f16::from_f32(*v).to_f32();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rms_norm_scales_rows_to_unit_rms() {
+        let x = [3.0f32, 4.0, 0.0, 0.0, 1.0, 1.0, 1.0, 1.0];
+        let mut out = [0f32; 8];
+        rms_norm_into(&x, &[1.0, 1.0, 2.0, 1.0], 0.0, &mut out);
+        // row 0: rms = sqrt(25/4) = 2.5
+        assert!((out[0] - 1.2).abs() < 1e-6 && (out[1] - 1.6).abs() < 1e-6);
+        // row 1: rms 1; the weight doubles the third value
+        assert_eq!(&out[4..], &[1.0, 1.0, 2.0, 1.0]);
+    }
+
+    #[test]
+    fn gelu_matches_known_values() {
+        assert_eq!(gelu(0.0), 0.0);
+        assert!((gelu(1.0) - 0.841_192).abs() < 1e-5);
+        assert!((gelu(-3.0) - -0.003_637_4).abs() < 1e-5);
+    }
+}
