@@ -72,6 +72,25 @@ pub(crate) fn attention(
 }
 
 fn one_row(q: &[f32], k: &[f32], v: &[f32], d: usize, visible: impl Fn(usize) -> bool, out: &mut [f32]) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if d % 32 == 0 && simd::available() {
+            // SAFETY: AVX2, FMA and F16C were detected at run time; lengths are multiples of 32.
+            unsafe { simd::one_row(q, k, v, d, visible, out) };
+            return;
+        }
+    }
+    one_row_scalar(q, k, v, d, visible, out)
+}
+
+fn one_row_scalar(
+    q: &[f32],
+    k: &[f32],
+    v: &[f32],
+    d: usize,
+    visible: impl Fn(usize) -> bool,
+    out: &mut [f32],
+) {
     let q16: Vec<f32> = q.iter().map(|&x| f16::from_f32(x).to_f32()).collect();
     let mut acc = vec![f16::ZERO; d];
     let mut m = f32::NEG_INFINITY;
@@ -137,6 +156,124 @@ fn mad_f16(acc: &mut [f16], v: &[f32], s: f32) {
     }
 }
 
+#[cfg(target_arch = "x86_64")]
+mod simd {
+    //! The same loop with ggml's AVX2/F16C vector helpers: `ggml_vec_dot_f16` (four 8-lane
+    //! FMA accumulators over 32-element steps), `ggml_vec_scale_f16` and `ggml_vec_mad_f16`
+    //! (convert the f16 accumulator to f32, multiply or fuse-multiply-add, convert back with
+    //! round-to-nearest-even).
+    use std::arch::x86_64::*;
+
+    pub(super) fn available() -> bool {
+        std::arch::is_x86_feature_detected!("avx2")
+            && std::arch::is_x86_feature_detected!("fma")
+            && std::arch::is_x86_feature_detected!("f16c")
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx2,fma,f16c")]
+    fn load_f16(p: &[u16], i: usize) -> __m256 {
+        // SAFETY: callers pass i + 8 <= p.len().
+        unsafe { _mm256_cvtph_ps(_mm_loadu_si128(p.as_ptr().add(i) as *const __m128i)) }
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx2,fma,f16c")]
+    fn store_f16(p: &mut [u16], i: usize, v: __m256) {
+        // SAFETY: callers pass i + 8 <= p.len().
+        unsafe {
+            _mm_storeu_si128(
+                p.as_mut_ptr().add(i) as *mut __m128i,
+                _mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(v),
+            )
+        }
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx2,fma,f16c")]
+    fn load_f32(p: &[f32], i: usize) -> __m256 {
+        // SAFETY: callers pass i + 8 <= p.len().
+        unsafe { _mm256_loadu_ps(p.as_ptr().add(i)) }
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx2,fma,f16c")]
+    fn hsum(v: __m256) -> f32 {
+        let lo = _mm256_castps256_ps128(v);
+        let hi = _mm256_extractf128_ps(v, 1);
+        let s = _mm_add_ps(lo, hi);
+        let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+        let s = _mm_add_ss(s, _mm_movehdup_ps(s));
+        _mm_cvtss_f32(s)
+    }
+
+    /// `d % 32 == 0`; K/V rows hold f16-exact values.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub(super) unsafe fn one_row(
+        q: &[f32],
+        k: &[f32],
+        v: &[f32],
+        d: usize,
+        visible: impl Fn(usize) -> bool,
+        out: &mut [f32],
+    ) {
+        // Q rounded to f16, as ggml converts it for the f16 K dot product.
+        let mut q16 = vec![0u16; d];
+        for i in (0..d).step_by(8) {
+            store_f16(&mut q16, i, load_f32(q, i));
+        }
+        let mut qf = vec![0f32; d];
+        for i in (0..d).step_by(8) {
+            // SAFETY: i + 8 <= d.
+            unsafe { _mm256_storeu_ps(qf.as_mut_ptr().add(i), load_f16(&q16, i)) };
+        }
+        let mut acc = vec![0u16; d];
+        let mut m = f32::NEG_INFINITY;
+        let mut sum = 0f32;
+        let used = k.len() / d;
+        for slot in 0..used {
+            if !visible(slot) {
+                continue;
+            }
+            let krow = &k[slot * d..(slot + 1) * d];
+            let mut s4 = [_mm256_setzero_ps(); 4];
+            for i in (0..d).step_by(32) {
+                for (j, s) in s4.iter_mut().enumerate() {
+                    *s = _mm256_fmadd_ps(load_f32(krow, i + 8 * j), load_f32(&qf, i + 8 * j), *s);
+                }
+            }
+            let s = hsum(_mm256_add_ps(_mm256_add_ps(s4[0], s4[2]), _mm256_add_ps(s4[1], s4[3])));
+            let (ms, vs);
+            if s > m {
+                let old = m;
+                m = s;
+                ms = (old - m).exp();
+                vs = 1.0;
+                let f = _mm256_set1_ps(ms);
+                for i in (0..d).step_by(8) {
+                    let a = _mm256_mul_ps(load_f16(&acc, i), f);
+                    store_f16(&mut acc, i, a);
+                }
+            } else {
+                ms = 1.0;
+                vs = (s - m).exp();
+            }
+            let vrow = &v[slot * d..(slot + 1) * d];
+            let f = _mm256_set1_ps(vs);
+            for i in (0..d).step_by(8) {
+                let a = _mm256_fmadd_ps(load_f32(vrow, i), f, load_f16(&acc, i));
+                store_f16(&mut acc, i, a);
+            }
+            sum = sum * ms + vs;
+        }
+        let inv = _mm256_set1_ps(if sum == 0.0 { 0.0 } else { 1.0 / sum });
+        for i in (0..d).step_by(8) {
+            // SAFETY: i + 8 <= d == out.len().
+            unsafe { _mm256_storeu_ps(out.as_mut_ptr().add(i), _mm256_mul_ps(load_f16(&acc, i), inv)) };
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -177,6 +314,25 @@ mod tests {
                     assert!((want - got).abs() < 2e-3, "q{qi} h{h} j{j}: {want} vs {got}");
                 }
             }
+        }
+    }
+
+    #[test]
+    fn simd_and_scalar_rows_agree() {
+        let d = 64;
+        let used = 40;
+        let f = |i: usize| ((i * 7919 % 113) as f32 / 113.0 - 0.5) * 3.0;
+        let r16 = |x: f32| f16::from_f32(x).to_f32();
+        let q: Vec<f32> = (0..d).map(f).collect();
+        let k: Vec<f32> = (0..used * d).map(|i| r16(f(i + 5))).collect();
+        let v: Vec<f32> = (0..used * d).map(|i| r16(f(i + 17))).collect();
+        let mut a = vec![0f32; d];
+        let mut b = vec![0f32; d];
+        one_row(&q, &k, &v, d, |s| s % 3 != 1, &mut a);
+        one_row_scalar(&q, &k, &v, d, |s| s % 3 != 1, &mut b);
+        for (x, y) in a.iter().zip(&b) {
+            // f16 accumulation: one f16 ulp of difference from fused vs separate rounding
+            assert!((x - y).abs() <= 2e-3 * (1.0 + y.abs()), "{x} vs {y}");
         }
     }
 }
