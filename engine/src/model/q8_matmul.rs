@@ -99,15 +99,40 @@ impl BlockMatrix {
         let rows_per_task = (n / (rayon::current_num_threads() * 8)).clamp(16, 4096);
         let row_bytes = self.row_bytes();
         let kernel = kernel_for(self.format);
+        let tile = tile_for(self.format);
         out_t
             .par_chunks_mut(rows_per_task * m)
             .enumerate()
             .for_each(|(t, dst)| {
                 let r0 = t * rows_per_task;
-                for (j, dst_row) in dst.chunks_exact_mut(m).enumerate() {
-                    let w = &self.data[(r0 + j) * row_bytes..(r0 + j + 1) * row_bytes];
-                    for (i, d) in dst_row.iter_mut().enumerate() {
-                        *d = kernel(w, &q, i);
+                let rows = dst.len() / m;
+                let row = |j: usize| &self.data[(r0 + j) * row_bytes..(r0 + j + 1) * row_bytes];
+                let mut j = 0;
+                // Prompt rows: 2 weight rows × 4 activation rows at a time, so each weight
+                // block is decoded once per 4 rows and each activation block serves 2 rows.
+                if let Some(tile) = tile.filter(|_| m >= TILE_N) {
+                    while j + TILE_M <= rows {
+                        let w = [row(j), row(j + 1)];
+                        let mut i = 0;
+                        while i + TILE_N <= m {
+                            let mut acc = [[0f32; TILE_N]; TILE_M];
+                            tile(w, &q, i, &mut acc);
+                            for (rm, acc_row) in acc.iter().enumerate() {
+                                dst[(j + rm) * m + i..][..TILE_N].copy_from_slice(acc_row);
+                            }
+                            i += TILE_N;
+                        }
+                        for i in i..m {
+                            dst[j * m + i] = kernel(w[0], &q, i);
+                            dst[(j + 1) * m + i] = kernel(w[1], &q, i);
+                        }
+                        j += TILE_M;
+                    }
+                }
+                for j in j..rows {
+                    let w = row(j);
+                    for i in 0..m {
+                        dst[j * m + i] = kernel(w, &q, i);
                     }
                 }
             });
@@ -165,6 +190,24 @@ fn q5_0_values(b: &[u8]) -> [i8; 32] {
 
 type Kernel = fn(&[u8], &Q8Rows, usize) -> f32;
 
+const TILE_M: usize = 2;
+const TILE_N: usize = 4;
+type Tile = fn([&[u8]; TILE_M], &Q8Rows, usize, &mut [[f32; TILE_N]; TILE_M]);
+
+fn tile_for(format: BlockFormat) -> Option<Tile> {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
+            return Some(match format {
+                BlockFormat::Q5_0 => |w, q, i, out| unsafe { avx2::tile::<true>(w, q, i, out) },
+                BlockFormat::Q8_0 => |w, q, i, out| unsafe { avx2::tile::<false>(w, q, i, out) },
+            });
+        }
+    }
+    let _ = format;
+    None
+}
+
 fn kernel_for(format: BlockFormat) -> Kernel {
     #[cfg(target_arch = "x86_64")]
     {
@@ -203,7 +246,7 @@ fn dot_scalar<const Q5: bool>(w: &[u8], q: &Q8Rows, i: usize) -> f32 {
 mod avx2 {
     //! ggml's AVX2 formulation (`ggml-cpu/arch/x86/quants.c`): `mul_sum_i8_pairs_float`
     //! (sign trick + maddubs + madd), one fused multiply-add per block into 8 float lanes.
-    use super::{Q8Rows, QK, Q5_0_BYTES, Q8_0_BYTES};
+    use super::{Q8Rows, QK, Q5_0_BYTES, Q8_0_BYTES, TILE_M, TILE_N};
     use half::f16;
     use std::arch::x86_64::*;
 
@@ -255,6 +298,61 @@ mod avx2 {
         _mm256_and_si256(_mm256_set1_epi8(0x0F), bytes)
     }
 
+    /// A Q5_0 block's 32 values as signed bytes.
+    #[inline]
+    #[target_feature(enable = "avx2,fma")]
+    fn q5_0_block(blk: &[u8]) -> __m256i {
+        let qh = u32::from_le_bytes([blk[2], blk[3], blk[4], blk[5]]);
+        let qx = bytes_from_nibbles_32(&blk[6..22]);
+        // where the fifth bit is 0 the value is nibble - 16: set the high nibble to 0xF
+        let hi = _mm256_andnot_si256(bytes_from_bits_32(qh), _mm256_set1_epi8(0xF0u8 as i8));
+        _mm256_or_si256(qx, hi)
+    }
+
+    /// Dots of `TILE_M` weight rows with activation rows `i0..i0 + TILE_N`: the same per-block
+    /// products and sums as `dot_q5_0`/`dot_q8_0` (so results are identical), with each weight
+    /// block decoded once and each activation block loaded once.
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn tile<const Q5: bool>(
+        w: [&[u8]; TILE_M],
+        q: &Q8Rows,
+        i0: usize,
+        out: &mut [[f32; TILE_N]; TILE_M],
+    ) {
+        let bb = if Q5 { Q5_0_BYTES } else { Q8_0_BYTES };
+        let nb = w[0].len() / bb;
+        let mut acc = [[_mm256_setzero_ps(); TILE_N]; TILE_M];
+        for b in 0..nb {
+            let mut wx = [_mm256_setzero_si256(); TILE_M];
+            let mut wd = [0f32; TILE_M];
+            for rm in 0..TILE_M {
+                let blk = &w[rm][b * bb..(b + 1) * bb];
+                wd[rm] = f16::from_le_bytes([blk[0], blk[1]]).to_f32();
+                wx[rm] = if Q5 {
+                    q5_0_block(blk)
+                } else {
+                    // SAFETY: a Q8_0 block has 32 quant bytes after its 2-byte scale.
+                    unsafe { _mm256_loadu_si256(blk.as_ptr().add(2) as *const __m256i) }
+                };
+            }
+            for rn in 0..TILE_N {
+                let qi = (i0 + rn) * q.blocks_per_row + b;
+                // SAFETY: block qi of the activation quants is in bounds (qi < m · blocks).
+                let qy = unsafe { _mm256_loadu_si256(q.quants.as_ptr().add(qi * QK) as *const __m256i) };
+                let dy = q.scales[qi];
+                for rm in 0..TILE_M {
+                    let p = mul_sum_i8_pairs_float(wx[rm], qy);
+                    acc[rm][rn] = _mm256_fmadd_ps(_mm256_set1_ps(wd[rm] * dy), p, acc[rm][rn]);
+                }
+            }
+        }
+        for rm in 0..TILE_M {
+            for rn in 0..TILE_N {
+                out[rm][rn] = hsum(acc[rm][rn]);
+            }
+        }
+    }
+
     #[target_feature(enable = "avx2,fma")]
     pub(super) unsafe fn dot_q5_0(w: &[u8], q: &Q8Rows, i: usize) -> f32 {
         let mut acc = _mm256_setzero_ps();
@@ -263,11 +361,7 @@ mod avx2 {
             let blk = &w[b * Q5_0_BYTES..(b + 1) * Q5_0_BYTES];
             let qi = i * q.blocks_per_row + b;
             let d = f16::from_le_bytes([blk[0], blk[1]]).to_f32() * q.scales[qi];
-            let qh = u32::from_le_bytes([blk[2], blk[3], blk[4], blk[5]]);
-            let mut qx = bytes_from_nibbles_32(&blk[6..22]);
-            // where the fifth bit is 0 the value is nibble - 16: set the high nibble to 0xF
-            let hi = _mm256_andnot_si256(bytes_from_bits_32(qh), _mm256_set1_epi8(0xF0u8 as i8));
-            qx = _mm256_or_si256(qx, hi);
+            let qx = q5_0_block(blk);
             let qy = unsafe { _mm256_loadu_si256(q.quants.as_ptr().add(qi * QK) as *const __m256i) };
             let p = mul_sum_i8_pairs_float(qx, qy);
             acc = _mm256_fmadd_ps(_mm256_set1_ps(d), p, acc);
@@ -357,6 +451,8 @@ mod tests {
         let (n, k) = (70, 256);
         check(BlockFormat::Q5_0, random_q5_0(n * k / QK, 7), n, k, 1);
         check(BlockFormat::Q5_0, random_q5_0(n * k / QK, 8), n, k, 5);
+        // odd weight rows and activation rows past a whole tile: tiles plus both remainders
+        check(BlockFormat::Q5_0, random_q5_0(71 * k / QK, 9), 71, k, 11);
     }
 
     #[test]
@@ -365,6 +461,7 @@ mod tests {
         let w: Vec<f32> = activations(n, k).iter().map(|v| v * 0.3).collect();
         check(BlockFormat::Q8_0, quantize_q8_0_weights(&w), n, k, 1);
         check(BlockFormat::Q8_0, quantize_q8_0_weights(&w), n, k, 3);
+        check(BlockFormat::Q8_0, quantize_q8_0_weights(&w), n, k, 9);
     }
 
     #[test]
