@@ -12,6 +12,8 @@
 //! same tensor serves as the output projection.
 
 mod flash_attention;
+#[allow(dead_code)] // not wired into `Linear` yet
+mod kquant_matmul;
 mod linear;
 mod q8_matmul;
 mod rope;
