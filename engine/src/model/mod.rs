@@ -13,6 +13,7 @@
 
 mod flash_attention;
 mod host_forward;
+mod kquant_matmul;
 mod linear;
 mod q8_matmul;
 mod rope;
