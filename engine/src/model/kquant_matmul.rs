@@ -223,14 +223,6 @@ impl Q8KRows {
         }
     }
 
-    pub fn rows(&self) -> usize {
-        self.rows
-    }
-
-    pub fn cols(&self) -> usize {
-        self.blocks_per_row * QK_K
-    }
-
     fn row(&self, i: usize) -> Q8KRow<'_> {
         let nb = self.blocks_per_row;
         Q8KRow {
