@@ -7,24 +7,29 @@
 
 pub mod config;
 pub mod keys;
+mod mapped;
 
 use std::fs::File;
-use std::io::{BufReader, Read, Seek};
+use std::io::Cursor;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use memmap2::Mmap;
 
 use candle_core::Device;
 use candle_core::quantized::gguf_file::{Content, TensorInfo, Value};
 use candle_core::quantized::{GgmlDType, QTensor};
 
 pub use config::{Architecture, GemmaConfig};
+pub use mapped::WeightBytes;
 
 use crate::error::{Error, Result};
 
-/// An opened, validated GGUF file. Tensor data is read on demand by [`ModelFile::tensor`].
+/// An opened, validated GGUF file, memory-mapped (see `mapped`).
 pub struct ModelFile {
     path: PathBuf,
     content: Content,
-    reader: BufReader<File>,
+    map: Arc<Mmap>,
     file_size: u64,
     config: GemmaConfig,
 }
@@ -60,19 +65,24 @@ impl ModelFile {
             });
         }
         let file_size = meta.len();
-        let mut reader = BufReader::new(file);
-        let mut magic = [0u8; 4];
-        if reader.read_exact(&mut magic).is_err() || &magic != b"GGUF" {
-            return Err(Error::InvalidModel {
-                path,
-                reason: "it does not start with the GGUF magic bytes (is it a GGUF file?)".into(),
-            });
+        let bad_magic = || Error::InvalidModel {
+            path: path.clone(),
+            reason: "it does not start with the GGUF magic bytes (is it a GGUF file?)".into(),
+        };
+        if file_size < 4 {
+            return Err(bad_magic());
         }
-        reader.rewind().map_err(|source| Error::Io {
+        // SAFETY: the mapping is read-only and private to this process. As with llama.cpp's
+        // mmap, changing the file in place while it is loaded is not supported; our own
+        // tools replace model files by rename, which leaves a mapped file intact.
+        let map = unsafe { Mmap::map(&file) }.map_err(|source| Error::Io {
             path: path.clone(),
             source,
         })?;
-        let content = Content::read(&mut reader).map_err(|e| Error::InvalidModel {
+        if &map[..4] != b"GGUF" {
+            return Err(bad_magic());
+        }
+        let content = Content::read(&mut Cursor::new(&map[..])).map_err(|e| Error::InvalidModel {
             path: path.clone(),
             reason: format!("the header is damaged or truncated ({e})"),
         })?;
@@ -80,7 +90,7 @@ impl ModelFile {
         let file = ModelFile {
             path,
             content,
-            reader,
+            map: Arc::new(map),
             file_size,
             config,
         };
@@ -163,7 +173,7 @@ impl ModelFile {
         self.checked_info(name, shape)?;
         let info = &self.content.tensor_infos[name];
         let offset = self.content.tensor_data_offset;
-        info.read(&mut self.reader, offset, device)
+        info.read(&mut Cursor::new(&self.map[..]), offset, device)
             .map_err(|e| Error::InvalidModel {
                 path: self.path.clone(),
                 reason: format!("tensor `{name}` could not be read ({e})"),
@@ -172,21 +182,16 @@ impl ModelFile {
 
     /// The raw bytes of a tensor (its ggml blocks), checking name and shape, without building
     /// a candle tensor: for weights the engine multiplies with its own kernels.
-    pub fn tensor_bytes(&mut self, name: &str, shape: &[usize]) -> Result<(GgmlDType, Vec<u8>)> {
+    pub fn tensor_bytes(&mut self, name: &str, shape: &[usize]) -> Result<(GgmlDType, WeightBytes)> {
         let info = self.checked_info(name, shape)?;
         let dtype = info.ggml_dtype;
         let len = info.shape.elem_count() / dtype.block_size() * dtype.type_size();
         let offset = self.content.tensor_data_offset + info.offset;
-        let mut buf = vec![0u8; len];
-        let read = self
-            .reader
-            .seek(std::io::SeekFrom::Start(offset))
-            .and_then(|_| self.reader.read_exact(&mut buf));
-        read.map_err(|e| Error::InvalidModel {
-            path: self.path.clone(),
-            reason: format!("tensor `{name}` could not be read ({e})"),
-        })?;
-        Ok((dtype, buf))
+        let bytes = usize::try_from(offset)
+            .ok()
+            .and_then(|start| WeightBytes::mapped(self.map.clone(), start, len))
+            .ok_or_else(|| self.invalid(format!("tensor `{name}` lies past the end of the file")))?;
+        Ok((dtype, bytes))
     }
 
     pub fn tensor_dtype(&self, name: &str) -> Option<GgmlDType> {

@@ -19,6 +19,7 @@
 //!
 //! Tested against dequantize-then-multiply below.
 
+use crate::gguf::WeightBytes;
 use half::f16;
 use rayon::prelude::*;
 
@@ -50,7 +51,7 @@ impl KFormat {
 #[derive(Debug)]
 pub struct KMatrix {
     format: KFormat,
-    data: Vec<u8>,
+    data: WeightBytes,
     n: usize,
     k: usize,
 }
@@ -77,7 +78,8 @@ struct Q8KRow<'a> {
 
 impl KMatrix {
     /// `None` unless `k` is a multiple of 256 and `data` holds exactly `n` rows of blocks.
-    pub fn new(format: KFormat, data: Vec<u8>, n: usize, k: usize) -> Option<Self> {
+    pub fn new(format: KFormat, data: impl Into<WeightBytes>, n: usize, k: usize) -> Option<Self> {
+        let data = data.into();
         (k.is_multiple_of(QK_K) && data.len() == n * (k / QK_K) * format.block_bytes())
             .then_some(KMatrix { format, data, n, k })
     }

@@ -10,6 +10,7 @@
 //!
 //! Tested against dequantize-then-multiply below.
 
+use crate::gguf::WeightBytes;
 use half::f16;
 use rayon::prelude::*;
 
@@ -36,7 +37,7 @@ impl BlockFormat {
 #[derive(Debug)]
 pub struct BlockMatrix {
     format: BlockFormat,
-    data: Vec<u8>,
+    data: WeightBytes,
     n: usize,
     k: usize,
 }
@@ -49,7 +50,8 @@ pub struct Q8Rows {
 }
 
 impl BlockMatrix {
-    pub fn new(format: BlockFormat, data: Vec<u8>, n: usize, k: usize) -> Option<Self> {
+    pub fn new(format: BlockFormat, data: impl Into<WeightBytes>, n: usize, k: usize) -> Option<Self> {
+        let data = data.into();
         (k % QK == 0 && data.len() == n * (k / QK) * format.block_bytes())
             .then_some(BlockMatrix { format, data, n, k })
     }
