@@ -51,6 +51,11 @@ pub enum Error {
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
 
+    #[error(
+        "a KV-cache memory budget of {budget} bytes is too small: even {tokens} tokens need {needed} bytes; raise the budget"
+    )]
+    MemoryBudgetTooSmall { budget: u64, tokens: usize, needed: u64 },
+
     /// An error reported by the engine thread for one request, as its event carried it.
     #[error("{message}")]
     Request { code: String, message: String },
@@ -74,6 +79,7 @@ impl Error {
             Error::ContextFull { .. } => "context_full",
             Error::PromptTooLong { .. } => "prompt_too_long",
             Error::InvalidArgument(_) => "invalid_argument",
+            Error::MemoryBudgetTooSmall { .. } => "memory_budget_too_small",
             Error::Request { code, .. } => code,
             Error::EngineStopped => "engine_stopped",
             Error::Candle(_) => "compute",
