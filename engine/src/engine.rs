@@ -2,6 +2,7 @@
 //! llama.cpp where the model is shared and the context is the mutable part.
 
 use std::path::PathBuf;
+use std::sync::OnceLock;
 use std::time::Instant;
 
 use candle_core::{Device, Tensor};
@@ -82,6 +83,8 @@ pub struct Engine {
     info: ModelInfo,
     /// Notice when the requested device was unavailable.
     device_notice: Option<String>,
+    /// The GGUF file's sha256, computed on first use (snapshots need it; loading does not).
+    model_sha256: OnceLock<[u8; 32]>,
 }
 
 impl Engine {
@@ -126,6 +129,7 @@ impl Engine {
             config,
             info,
             device_notice,
+            model_sha256: OnceLock::new(),
         };
         if engine.config.warm_up {
             engine.warm_up()?;
@@ -214,6 +218,16 @@ impl Engine {
             config.prefill_chunk,
             self.model.device(),
         )?))
+    }
+
+    /// The sha256 of the model file, read once on first use (about half a second for the
+    /// default model) and then remembered. It names the weights in KV snapshots.
+    pub fn model_sha256(&self) -> Result<[u8; 32]> {
+        if let Some(sha) = self.model_sha256.get() {
+            return Ok(*sha);
+        }
+        let sha = crate::snapshot::file_sha256(&self.config.model_path)?;
+        Ok(*self.model_sha256.get_or_init(|| sha))
     }
 
     /// Next-token logits of one hidden state `[1, n_embd]` as a host vector.

@@ -56,6 +56,20 @@ pub enum Error {
     )]
     MemoryBudgetTooSmall { budget: u64, tokens: usize, needed: u64 },
 
+    /// A KV snapshot made by another model, layout or format version: the session stays empty
+    /// and the conversation must be prefilled again.
+    #[error(
+        "the KV snapshot does not fit this engine: its {field} is {found}, this engine's is {expected}"
+    )]
+    SnapshotMismatch {
+        field: &'static str,
+        expected: String,
+        found: String,
+    },
+
+    #[error("the KV snapshot is damaged: {0}")]
+    SnapshotCorrupt(String),
+
     /// An error reported by the engine thread for one request, as its event carried it.
     #[error("{message}")]
     Request { code: String, message: String },
@@ -80,6 +94,8 @@ impl Error {
             Error::PromptTooLong { .. } => "prompt_too_long",
             Error::InvalidArgument(_) => "invalid_argument",
             Error::MemoryBudgetTooSmall { .. } => "memory_budget_too_small",
+            Error::SnapshotMismatch { .. } => "snapshot_mismatch",
+            Error::SnapshotCorrupt(_) => "snapshot_corrupt",
             Error::Request { code, .. } => code,
             Error::EngineStopped => "engine_stopped",
             Error::Candle(_) => "compute",

@@ -23,6 +23,8 @@
 //! Layout per layer: K and V as `[n_kv_head, slots, head_dim]`, so `K.t()` is a strided view
 //! the matmul reads directly.
 
+use std::ops::Range;
+
 use candle_core::{DType, Device, Tensor};
 
 use crate::error::{Error, Result};
@@ -283,6 +285,56 @@ impl KvCache {
         })
     }
 
+    /// The positions of `layer` that are still cached and that the next token may attend to:
+    /// all of them on a global layer; on a sliding layer the newest run, at most `window`, of
+    /// positions still in their ring slots (at least the `window - 1` the next token needs).
+    pub(crate) fn live_range(&self, layer: usize) -> Range<usize> {
+        if !self.sliding[layer] {
+            return 0..self.len;
+        }
+        let mut first = self.len;
+        while first > 0
+            && self.len - (first - 1) <= self.window
+            && self.ring_pos[(first - 1) % self.ring] == Some(first - 1)
+        {
+            first -= 1;
+        }
+        first..self.len
+    }
+
+    /// K and V of `positions` of `layer` as `[n_kv_head, count, head_dim]` host vectors.
+    pub(crate) fn read_positions(
+        &self,
+        layer: usize,
+        positions: Range<usize>,
+    ) -> candle_core::Result<(Vec<f32>, Vec<f32>)> {
+        let (n_kv, d) = (self.n_kv_head, self.head_dim);
+        let slots = self.slots(layer);
+        let gathered = |k: &[f32], v: &[f32]| {
+            (
+                gather(k, slots, positions.clone(), n_kv, d),
+                gather(v, slots, positions.clone(), n_kv, d),
+            )
+        };
+        match &self.layers[layer] {
+            LayerCache::Host { k, v, .. } => Ok(gathered(k, v)),
+            LayerCache::Device { k, v } => Ok(gathered(
+                &k.flatten_all()?.to_vec1::<f32>()?,
+                &v.flatten_all()?.to_vec1::<f32>()?,
+            )),
+        }
+    }
+
+    /// After [`Self::write_slices`] has put back every layer's live positions: the session
+    /// holds `len` positions, sliding layers those from `sliding_from`.
+    pub(crate) fn finish_restore(&mut self, len: usize, sliding_from: usize) {
+        self.ring_pos.fill(None);
+        for p in sliding_from..len {
+            self.ring_pos[p % self.ring] = Some(p);
+        }
+        self.len = len;
+    }
+
     /// The position each ring slot holds (sliding layers).
     pub(crate) fn ring_positions(&self) -> &[Option<usize>] {
         &self.ring_pos
@@ -414,6 +466,18 @@ fn scatter(
     }
 }
 
+/// The inverse of [`scatter`]: positions `positions` of `src` as `[n_kv, count, d]`.
+fn gather(src: &[f32], slots: usize, positions: Range<usize>, n_kv: usize, d: usize) -> Vec<f32> {
+    let mut out = Vec::with_capacity(n_kv * positions.len() * d);
+    for h in 0..n_kv {
+        for p in positions.clone() {
+            let at = (h * slots + p % slots) * d;
+            out.extend_from_slice(&src[at..at + d]);
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -479,9 +543,48 @@ mod tests {
         assert_eq!(cache.allocated_bytes(), rings + PAGE_SIZE * per_slot);
         fill(&mut cache, PAGE_SIZE + 1, 7);
         assert_eq!(cache.allocated_bytes(), rings + 2 * PAGE_SIZE * per_slot);
+        // the two heads were re-spaced when the second page came: every position reads back
+        let (k, v) = cache.read_positions(2, 0..PAGE_SIZE + 1).unwrap();
+        assert_eq!(k, kv(0, PAGE_SIZE + 1, 0.0));
+        assert_eq!(v, kv(0, PAGE_SIZE + 1, 0.5));
         // the last page stops at the context
         fill(&mut cache, 1000, 64);
         assert_eq!(cache.allocated_bytes(), rings + 1000 * per_slot);
         assert!(cache.check_room(1).is_err());
+    }
+
+    #[test]
+    fn a_ring_reads_back_its_newest_window_in_position_order() {
+        let mut cache = KvCache::new(&config(), 100, 2, &Device::Cpu).unwrap();
+        fill(&mut cache, 11, 2);
+        assert_eq!(cache.live_range(0), 7..11);
+        assert_eq!(cache.live_range(2), 0..11);
+        let (k, _) = cache.read_positions(0, 7..11).unwrap();
+        assert_eq!(k, kv(7, 4, 0.0));
+    }
+
+    #[test]
+    fn restored_positions_read_back_and_truncation_checks_the_ring() {
+        let mut a = KvCache::new(&config(), 100, 2, &Device::Cpu).unwrap();
+        fill(&mut a, 11, 3);
+        // another chunk size: another ring size
+        let mut b = KvCache::new(&config(), 100, 5, &Device::Cpu).unwrap();
+        for l in 0..3 {
+            let r = a.live_range(l);
+            let (k, v) = a.read_positions(l, r.clone()).unwrap();
+            b.write_slices(l, r.start, &k, &v).unwrap();
+        }
+        b.finish_restore(11, 7);
+        for l in 0..3 {
+            assert_eq!(b.live_range(l), a.live_range(l));
+            assert_eq!(
+                b.read_positions(l, a.live_range(l)).unwrap(),
+                a.read_positions(l, a.live_range(l)).unwrap()
+            );
+        }
+        // one back keeps positions 7..10, enough for the next query at 10
+        assert!(b.truncate(10));
+        // back to 5 would need 2..5, which the restored ring never held
+        assert!(!b.truncate(5));
     }
 }

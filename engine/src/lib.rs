@@ -4,8 +4,8 @@
 //! - [`tokenizer`]: a `tokenizers::Tokenizer` built from the GGUF vocabulary, UTF-8-safe
 //!   streaming, Gemma's chat template;
 //! - [`model`]: our Gemma 3 forward pass (numerics follow llama.cpp `src/models/gemma3.cpp`);
-//! - [`kv_cache`], [`kv_budget`], [`session`]: the per-conversation state and its size under
-//!   a memory budget;
+//! - [`kv_cache`], [`kv_budget`], [`session`], [`snapshot`]: the per-conversation state, its
+//!   size under a memory budget, and its versioned snapshots;
 //! - [`sampling`], [`generate`]: the sampler chain and the generation loop;
 //! - [`runtime`]: the engine as an actor on its own thread behind an [`EngineHandle`].
 
@@ -20,6 +20,7 @@ pub mod model;
 pub mod runtime;
 pub mod sampling;
 pub mod session;
+pub mod snapshot;
 pub mod tokenizer;
 
 pub use device::DeviceChoice;

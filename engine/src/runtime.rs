@@ -63,6 +63,16 @@ enum Request {
         reply: Sender<Result<Vec<ScoredPosition>>>,
     },
     ResetSession,
+    SessionTokens {
+        reply: Sender<Vec<u32>>,
+    },
+    Snapshot {
+        reply: Sender<Result<Vec<u8>>>,
+    },
+    Restore {
+        bytes: Vec<u8>,
+        reply: Sender<Result<()>>,
+    },
 }
 
 /// A cloneable handle to the engine thread. Dropping the last handle stops the thread.
@@ -197,6 +207,34 @@ impl EngineHandle {
             .send(Request::ResetSession)
             .map_err(|_| Error::EngineStopped)
     }
+
+    /// The token ids the open session holds, once the requests before this one are done.
+    pub fn session_tokens(&self) -> Result<Vec<u32>> {
+        let (reply, rx) = mpsc::channel();
+        self.tx
+            .send(Request::SessionTokens { reply })
+            .map_err(|_| Error::EngineStopped)?;
+        rx.recv().map_err(|_| Error::EngineStopped)
+    }
+
+    /// A snapshot of the open session (see [`crate::snapshot`]), for the caller to store as
+    /// opaque bytes.
+    pub fn snapshot(&self) -> Result<Vec<u8>> {
+        let (reply, rx) = mpsc::channel();
+        self.tx
+            .send(Request::Snapshot { reply })
+            .map_err(|_| Error::EngineStopped)?;
+        rx.recv().map_err(|_| Error::EngineStopped)?
+    }
+
+    /// Replace the open session with a snapshot; on any mismatch the session is left empty.
+    pub fn restore(&self, bytes: Vec<u8>) -> Result<()> {
+        let (reply, rx) = mpsc::channel();
+        self.tx
+            .send(Request::Restore { bytes, reply })
+            .map_err(|_| Error::EngineStopped)?;
+        rx.recv().map_err(|_| Error::EngineStopped)?
+    }
 }
 
 fn run(engine: Engine, mut session: Session, rx: Receiver<Request>) {
@@ -229,6 +267,15 @@ fn run(engine: Engine, mut session: Session, rx: Receiver<Request>) {
                 let _ = reply.send(engine.score(&ids));
             }
             Request::ResetSession => session.clear(),
+            Request::SessionTokens { reply } => {
+                let _ = reply.send(session.tokens().to_vec());
+            }
+            Request::Snapshot { reply } => {
+                let _ = reply.send(engine.snapshot(&session));
+            }
+            Request::Restore { bytes, reply } => {
+                let _ = reply.send(engine.restore(&mut session, &bytes));
+            }
         }
     }
 }

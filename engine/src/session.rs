@@ -1,6 +1,6 @@
 //! A session: the token ids of one conversation and their KV cache. Operations follow
 //! llama.cpp's memory contract (`llama-memory.h`): append (prefill in chunks, step), remove a
-//! suffix (truncate), clear.
+//! suffix (truncate), clear; snapshot and restore live in [`crate::snapshot`].
 
 use candle_core::Tensor;
 
@@ -48,6 +48,15 @@ impl Session {
 
     pub fn kv_allocated_bytes(&self) -> usize {
         self.cache.allocated_bytes()
+    }
+
+    pub(crate) fn cache(&self) -> &KvCache {
+        &self.cache
+    }
+
+    /// For restore: the cache and token list, to be refilled together.
+    pub(crate) fn parts_mut(&mut self) -> (&mut KvCache, &mut Vec<u32>) {
+        (&mut self.cache, &mut self.tokens)
     }
 
     pub fn clear(&mut self) {
