@@ -6,10 +6,12 @@
 //! - [`model`]: our Gemma 3 forward pass (numerics follow llama.cpp `src/models/gemma3.cpp`);
 //! - [`kv_cache`], [`kv_budget`], [`session`], [`snapshot`]: the per-conversation state, its
 //!   size under a memory budget, and its versioned snapshots;
+//! - [`draft`]: prefill while the user types;
 //! - [`sampling`], [`generate`]: the sampler chain and the generation loop;
 //! - [`runtime`]: the engine as an actor on its own thread behind an [`EngineHandle`].
 
 pub mod device;
+pub mod draft;
 pub mod engine;
 pub mod error;
 pub mod generate;
@@ -24,6 +26,7 @@ pub mod snapshot;
 pub mod tokenizer;
 
 pub use device::DeviceChoice;
+pub use draft::DraftOutcome;
 pub use engine::{Engine, EngineConfig, ModelInfo, ScoredPosition};
 pub use error::{Error, Result};
 pub use generate::{GenerateParams, Generation, GenerationStats, StopReason};
