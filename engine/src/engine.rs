@@ -2,6 +2,7 @@
 //! llama.cpp where the model is shared and the context is the mutable part.
 
 use std::path::PathBuf;
+use std::sync::OnceLock;
 use std::time::Instant;
 
 use candle_core::{Device, Tensor};
@@ -10,6 +11,7 @@ use serde::{Deserialize, Serialize};
 use crate::device::{DeviceChoice, select_device};
 use crate::error::{Error, Result};
 use crate::gguf::{GemmaConfig, ModelFile};
+use crate::kv_budget::{KvShape, SessionConfig, context_for_budget};
 use crate::kv_cache::KvCache;
 use crate::model::{Gemma3, log_softmax};
 use crate::session::Session;
@@ -20,10 +22,16 @@ use crate::tokenizer::GemmaTokenizer;
 pub struct EngineConfig {
     pub model_path: PathBuf,
     pub device: DeviceChoice,
-    /// Tokens a session can hold.
+    /// Tokens a session can hold (at most: see `memory_budget_bytes`).
     pub context: usize,
     /// Largest number of tokens processed in one forward step during prefill.
     pub prefill_chunk: usize,
+    /// Bytes a session's KV cache may take at its full context. When the requested context
+    /// does not fit, sessions get the largest context, in whole pages, that does.
+    pub memory_budget_bytes: Option<u64>,
+    /// Tokens prefilled between checks for a newer draft while the user types: small, so that
+    /// a keystroke supersedes a stale draft promptly.
+    pub draft_chunk: usize,
     /// Run a short forward pass at load so the first request is as fast as the next.
     pub warm_up: bool,
 }
@@ -35,6 +43,8 @@ impl Default for EngineConfig {
             device: DeviceChoice::Cpu,
             context: 4096,
             prefill_chunk: 512,
+            memory_budget_bytes: None,
+            draft_chunk: 32,
             warm_up: true,
         }
     }
@@ -73,6 +83,8 @@ pub struct Engine {
     info: ModelInfo,
     /// Notice when the requested device was unavailable.
     device_notice: Option<String>,
+    /// The GGUF file's sha256, computed on first use (snapshots need it; loading does not).
+    model_sha256: OnceLock<[u8; 32]>,
 }
 
 impl Engine {
@@ -81,14 +93,24 @@ impl Engine {
         if config.context < 2 {
             return Err(Error::InvalidArgument("the context must hold at least 2 tokens".into()));
         }
-        if config.prefill_chunk == 0 {
-            return Err(Error::InvalidArgument("the prefill chunk must be at least 1 token".into()));
+        if config.prefill_chunk == 0 || config.draft_chunk == 0 {
+            return Err(Error::InvalidArgument(
+                "the prefill and draft chunks must be at least 1 token".into(),
+            ));
         }
         let (device, used, device_notice) = select_device(config.device);
         let mut file = ModelFile::open(&config.model_path)?;
         let tokenizer = GemmaTokenizer::from_gguf(&file)?;
         let model = Gemma3::load(&mut file, config.context, &device)?;
         let gc: &GemmaConfig = model.config();
+        // Decided here so that a budget too small for even one page fails the load clearly.
+        let context = context_for_budget(
+            &KvShape::of(gc),
+            config.context,
+            model.max_context(),
+            config.prefill_chunk,
+            config.memory_budget_bytes,
+        )?;
         let info = ModelInfo {
             path: config.model_path.clone(),
             name: gc.name.clone(),
@@ -96,7 +118,7 @@ impl Engine {
             parameters: gc.parameter_count(),
             quantization: file.quantization_label(),
             file_bytes: file.file_size(),
-            context: config.context,
+            context,
             training_context: gc.context_length,
             device: used,
             load_seconds: 0.0,
@@ -107,6 +129,7 @@ impl Engine {
             config,
             info,
             device_notice,
+            model_sha256: OnceLock::new(),
         };
         if engine.config.warm_up {
             engine.warm_up()?;
@@ -147,22 +170,68 @@ impl Engine {
         self.device_notice.as_deref()
     }
 
+    /// The context of a session made by [`Self::new_session`] (the configured one, lowered to
+    /// fit the memory budget).
     pub fn context(&self) -> usize {
-        self.config.context
+        self.info.context
     }
 
-    /// A new empty session with the engine's context.
+    pub fn model(&self) -> &Gemma3 {
+        &self.model
+    }
+
+    /// Tokens prefilled between checks for a newer draft.
+    pub fn draft_chunk(&self) -> usize {
+        self.config.draft_chunk
+    }
+
+    /// The session size this engine's configuration asks for.
+    pub fn session_config(&self) -> SessionConfig {
+        SessionConfig {
+            context: self.config.context,
+            prefill_chunk: self.config.prefill_chunk,
+            memory_budget_bytes: self.config.memory_budget_bytes,
+        }
+    }
+
+    /// A new empty session sized by the engine's configuration.
     pub fn new_session(&self) -> Result<Session> {
+        self.new_session_with(self.session_config())
+    }
+
+    /// A new empty session whose context is the largest that `config` allows (see
+    /// [`context_for_budget`]); fails when its budget cannot hold even one page.
+    pub fn new_session_with(&self, config: SessionConfig) -> Result<Session> {
+        if config.prefill_chunk == 0 {
+            return Err(Error::InvalidArgument("the prefill chunk must be at least 1 token".into()));
+        }
+        let context = context_for_budget(
+            &KvShape::of(self.model.config()),
+            config.context,
+            self.model.max_context(),
+            config.prefill_chunk,
+            config.memory_budget_bytes,
+        )?;
         Ok(Session::new(KvCache::new(
             self.model.config(),
-            self.config.context,
-            self.config.prefill_chunk,
+            context,
+            config.prefill_chunk,
             self.model.device(),
         )?))
     }
 
-    /// Logits of one hidden state `[1, n_embd]` as a host vector.
-    pub(crate) fn logits_vec(&self, hidden: &Tensor) -> Result<Vec<f32>> {
+    /// The sha256 of the model file, read once on first use (about half a second for the
+    /// default model) and then remembered. It names the weights in KV snapshots.
+    pub fn model_sha256(&self) -> Result<[u8; 32]> {
+        if let Some(sha) = self.model_sha256.get() {
+            return Ok(*sha);
+        }
+        let sha = crate::snapshot::file_sha256(&self.config.model_path)?;
+        Ok(*self.model_sha256.get_or_init(|| sha))
+    }
+
+    /// Next-token logits of one hidden state `[1, n_embd]` as a host vector.
+    pub fn logits_vec(&self, hidden: &Tensor) -> Result<Vec<f32>> {
         let logits = self.model.logits(hidden)?;
         Ok(logits.squeeze(0)?.to_vec1::<f32>()?)
     }
@@ -175,10 +244,10 @@ impl Engine {
                 "scoring needs at least two token ids".into(),
             ));
         }
-        if ids.len() > self.config.context {
+        if ids.len() > self.context() {
             return Err(Error::PromptTooLong {
                 tokens: ids.len(),
-                context: self.config.context,
+                context: self.context(),
             });
         }
         let mut session = self.new_session()?;

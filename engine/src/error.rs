@@ -51,6 +51,25 @@ pub enum Error {
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
 
+    #[error(
+        "a KV-cache memory budget of {budget} bytes is too small: even {tokens} tokens need {needed} bytes; raise the budget"
+    )]
+    MemoryBudgetTooSmall { budget: u64, tokens: usize, needed: u64 },
+
+    /// A KV snapshot made by another model, layout or format version: the session stays empty
+    /// and the conversation must be prefilled again.
+    #[error(
+        "the KV snapshot does not fit this engine: its {field} is {found}, this engine's is {expected}"
+    )]
+    SnapshotMismatch {
+        field: &'static str,
+        expected: String,
+        found: String,
+    },
+
+    #[error("the KV snapshot is damaged: {0}")]
+    SnapshotCorrupt(String),
+
     /// An error reported by the engine thread for one request, as its event carried it.
     #[error("{message}")]
     Request { code: String, message: String },
@@ -74,6 +93,9 @@ impl Error {
             Error::ContextFull { .. } => "context_full",
             Error::PromptTooLong { .. } => "prompt_too_long",
             Error::InvalidArgument(_) => "invalid_argument",
+            Error::MemoryBudgetTooSmall { .. } => "memory_budget_too_small",
+            Error::SnapshotMismatch { .. } => "snapshot_mismatch",
+            Error::SnapshotCorrupt(_) => "snapshot_corrupt",
             Error::Request { code, .. } => code,
             Error::EngineStopped => "engine_stopped",
             Error::Candle(_) => "compute",

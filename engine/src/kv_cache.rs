@@ -1,24 +1,41 @@
-//! The KV cache of one session, preallocated and written in place.
+//! The KV cache of one session, preallocated and written in place: no tensor is concatenated
+//! per token.
 //!
-//! Global layers keep every position up to the session's context (`slot == position`).
 //! Sliding-window layers keep a ring of `window + chunk` slots: a chunk of up to `chunk` new
 //! tokens can be written before attention without overwriting any key an earlier query in the
 //! same chunk still needs. Attention is order-free, so the mask is computed from each slot's
 //! position (llama.cpp `llama_kv_cache_iswa` keeps two caches the same way).
 //!
+//! Global layers keep every position (`slot == position`) and grow in pages of
+//! [`PAGE_SIZE`] positions up to the session's context, so memory follows use:
+//! - on the host, a layer is one `Vec<f32>` whose address space for the whole context is
+//!   reserved when the session is created (`try_reserve_exact`); its length — what has been
+//!   written, the only part the operating system backs with memory — grows a page at a time.
+//!   The reservation means adding a page never moves existing data, and attention keeps reading
+//!   a layer as one contiguous slice. With several KV heads, adding a page re-spaces the heads
+//!   within the reserved block (one copy per page); with one KV head (Gemma 3 270M) it is a
+//!   plain append;
+//! - on a device, a tensor cannot grow in place: a page is a new, larger tensor and one copy of
+//!   the old (once per page, not per token). Device layers start with one page.
+//!
+//! [`KvCache::allocated_bytes`] counts written pages and rings, not the reservation.
+//!
 //! Layout per layer: K and V as `[n_kv_head, slots, head_dim]`, so `K.t()` is a strided view
 //! the matmul reads directly.
+
+use std::ops::Range;
 
 use candle_core::{DType, Device, Tensor};
 
 use crate::error::{Error, Result};
 use crate::gguf::GemmaConfig;
+use crate::kv_budget::{KvShape, PAGE_SIZE};
 
 /// K and V of one layer: plain host memory on the CPU (read in place by
-/// `model::flash_attention`), device tensors elsewhere.
+/// `model::flash_attention`), device tensors elsewhere. `slots` is the positions allocated.
 #[derive(Debug)]
 enum LayerCache {
-    Host { k: Vec<f32>, v: Vec<f32> },
+    Host { k: Vec<f32>, v: Vec<f32>, slots: usize },
     Device { k: Tensor, v: Tensor },
 }
 
@@ -46,6 +63,7 @@ pub struct KvCache {
     chunk: usize,
     n_kv_head: usize,
     head_dim: usize,
+    device: Device,
 }
 
 impl KvCache {
@@ -56,23 +74,24 @@ impl KvCache {
             ));
         }
         let window = config.sliding_window.unwrap_or(context);
-        let ring = (window + chunk).min(context);
+        let ring = KvShape::of(config).ring(context, chunk);
+        let (n_kv, d) = (config.n_kv_head, config.head_dim);
         let mut layers = Vec::with_capacity(config.n_layer);
         let mut sliding = Vec::with_capacity(config.n_layer);
         for il in 0..config.n_layer {
             let is_sliding = config.is_sliding(il);
-            let slots = if is_sliding { ring } else { context };
-            let shape = (config.n_kv_head, slots, config.head_dim);
             layers.push(if device.is_cpu() {
-                let n = config.n_kv_head * slots * config.head_dim;
+                let (slots, reserve) = if is_sliding { (ring, ring) } else { (0, context) };
                 LayerCache::Host {
-                    k: vec![0.0; n],
-                    v: vec![0.0; n],
+                    k: reserved(n_kv * reserve * d, n_kv * slots * d)?,
+                    v: reserved(n_kv * reserve * d, n_kv * slots * d)?,
+                    slots,
                 }
             } else {
+                let slots = if is_sliding { ring } else { PAGE_SIZE.min(context) };
                 LayerCache::Device {
-                    k: Tensor::zeros(shape, DType::F32, device)?,
-                    v: Tensor::zeros(shape, DType::F32, device)?,
+                    k: Tensor::zeros((n_kv, slots, d), DType::F32, device)?,
+                    v: Tensor::zeros((n_kv, slots, d), DType::F32, device)?,
                 }
             });
             sliding.push(is_sliding);
@@ -86,8 +105,9 @@ impl KvCache {
             ring,
             window,
             chunk,
-            n_kv_head: config.n_kv_head,
-            head_dim: config.head_dim,
+            n_kv_head: n_kv,
+            head_dim: d,
+            device: device.clone(),
         })
     }
 
@@ -111,11 +131,25 @@ impl KvCache {
         self.window
     }
 
+    pub fn n_layer(&self) -> usize {
+        self.layers.len()
+    }
+
+    pub fn n_kv_head(&self) -> usize {
+        self.n_kv_head
+    }
+
+    pub fn head_dim(&self) -> usize {
+        self.head_dim
+    }
+
     pub fn is_sliding(&self, layer: usize) -> bool {
         self.sliding[layer]
     }
 
-    /// Bytes of K and V stored per token of context, over all layers at full context.
+    /// Bytes of K and V stored per token of context, over all layers at full context: a
+    /// sliding layer's ring is shared out over the context, a global layer costs a whole
+    /// position per token.
     pub fn bytes_per_token(&self) -> usize {
         let per_layer = 2 * self.n_kv_head * self.head_dim * 4;
         let total: usize = self
@@ -126,18 +160,13 @@ impl KvCache {
         per_layer * total / self.context
     }
 
-    /// Total bytes allocated for K and V.
+    /// Bytes of K and V allocated now: the rings and the global layers' pages so far.
     pub fn allocated_bytes(&self) -> usize {
-        self.layers
-            .iter()
-            .map(|l| match l {
-                LayerCache::Host { k, .. } => 2 * k.len() * 4,
-                LayerCache::Device { k, .. } => 2 * k.elem_count() * 4,
-            })
-            .sum()
+        let per_slot = 2 * self.n_kv_head * self.head_dim * 4;
+        (0..self.layers.len()).map(|l| self.slots(l) * per_slot).sum()
     }
 
-    /// Forget everything (the memory stays allocated).
+    /// Forget everything (the memory, pages included, stays allocated for reuse).
     pub fn clear(&mut self) {
         self.len = 0;
         self.ring_pos.fill(None);
@@ -151,8 +180,37 @@ impl KvCache {
         Ok(())
     }
 
+    /// Positions allocated for `layer`: the ring, or the global layer's pages so far.
     fn slots(&self, layer: usize) -> usize {
-        if self.sliding[layer] { self.ring } else { self.context }
+        match &self.layers[layer] {
+            LayerCache::Host { slots, .. } => *slots,
+            LayerCache::Device { k, .. } => k.dims().get(1).copied().unwrap_or(0),
+        }
+    }
+
+    /// Grow a global layer by whole pages until it holds positions `..end`.
+    fn ensure_slots(&mut self, layer: usize, end: usize) -> candle_core::Result<()> {
+        let old = self.slots(layer);
+        if self.sliding[layer] || end <= old {
+            return Ok(());
+        }
+        if end > self.context {
+            candle_core::bail!("position {end} is past the context of {}", self.context);
+        }
+        let new = end.div_ceil(PAGE_SIZE).saturating_mul(PAGE_SIZE).min(self.context);
+        let (n_kv, d) = (self.n_kv_head, self.head_dim);
+        match &mut self.layers[layer] {
+            LayerCache::Host { k, v, slots } => {
+                grow_host(k, old, new, n_kv, d);
+                grow_host(v, old, new, n_kv, d);
+                *slots = new;
+            }
+            LayerCache::Device { k, v } => {
+                *k = grow_device(k, new)?;
+                *v = grow_device(v, new)?;
+            }
+        }
+        Ok(())
     }
 
     /// Write `k`, `v` (`[n_kv_head, seq, head_dim]`) for positions `start..start+seq` of `layer`,
@@ -165,45 +223,116 @@ impl KvCache {
         v: &Tensor,
     ) -> candle_core::Result<LayerView<'_>> {
         let seq = k.dim(1)?;
-        let slots = self.slots(layer);
-        let used = (start + seq).min(slots);
-        let (n_kv, d) = (self.n_kv_head, self.head_dim);
-        match &mut self.layers[layer] {
-            LayerCache::Host { k: kc, v: vc } => {
-                let kn = k.flatten_all()?.to_vec1::<f32>()?;
-                let vn = v.flatten_all()?.to_vec1::<f32>()?;
-                for h in 0..n_kv {
-                    for i in 0..seq {
-                        let slot = (start + i) % slots;
-                        let dst = (h * slots + slot) * d;
-                        let src = (h * seq + i) * d;
-                        kc[dst..dst + d].copy_from_slice(&kn[src..src + d]);
-                        vc[dst..dst + d].copy_from_slice(&vn[src..src + d]);
-                    }
-                }
-                Ok(LayerView::Host {
-                    k: kc,
-                    v: vc,
-                    slots,
-                    used,
-                })
-            }
-            LayerCache::Device { k: kc, v: vc } => {
-                let first = start % slots;
-                let head = seq.min(slots - first);
-                kc.slice_set(&k.narrow(1, 0, head)?.contiguous()?, 1, first)?;
-                vc.slice_set(&v.narrow(1, 0, head)?.contiguous()?, 1, first)?;
-                if head < seq {
-                    let rest = seq - head;
-                    kc.slice_set(&k.narrow(1, head, rest)?.contiguous()?, 1, 0)?;
-                    vc.slice_set(&v.narrow(1, head, rest)?.contiguous()?, 1, 0)?;
-                }
-                Ok(LayerView::Device {
-                    k: kc.narrow(1, 0, used)?,
-                    v: vc.narrow(1, 0, used)?,
-                })
+        if matches!(self.layers[layer], LayerCache::Host { .. }) {
+            let kn = k.flatten_all()?.to_vec1::<f32>()?;
+            let vn = v.flatten_all()?.to_vec1::<f32>()?;
+            self.write_slices(layer, start, &kn, &vn)?;
+        } else {
+            self.ensure_slots(layer, start + seq)?;
+            if let LayerCache::Device { k: kc, v: vc } = &mut self.layers[layer] {
+                write_device(kc, k, start)?;
+                write_device(vc, v, start)?;
             }
         }
+        self.view(layer, start + seq)
+    }
+
+    /// Write K/V given as host slices `[n_kv_head, seq, head_dim]` for positions
+    /// `start..start+seq` of `layer` (growing a global layer as needed).
+    pub(crate) fn write_slices(
+        &mut self,
+        layer: usize,
+        start: usize,
+        k: &[f32],
+        v: &[f32],
+    ) -> candle_core::Result<()> {
+        let (n_kv, d) = (self.n_kv_head, self.head_dim);
+        let seq = k.len() / (n_kv * d);
+        if k.len() != seq * n_kv * d || v.len() != k.len() {
+            candle_core::bail!(
+                "K/V slices of {} and {} values are not [{n_kv}, seq, {d}]",
+                k.len(),
+                v.len()
+            );
+        }
+        self.ensure_slots(layer, start + seq)?;
+        let slots = self.slots(layer);
+        match &mut self.layers[layer] {
+            LayerCache::Host { k: kc, v: vc, .. } => {
+                scatter(kc, k, slots, start, seq, n_kv, d);
+                scatter(vc, v, slots, start, seq, n_kv, d);
+            }
+            LayerCache::Device { k: kc, v: vc } => {
+                let kt = Tensor::from_slice(k, (n_kv, seq, d), &self.device)?;
+                let vt = Tensor::from_slice(v, (n_kv, seq, d), &self.device)?;
+                write_device(kc, &kt, start)?;
+                write_device(vc, &vt, start)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The live slots of `layer` once positions `..end` are written.
+    fn view(&self, layer: usize, end: usize) -> candle_core::Result<LayerView<'_>> {
+        let slots = self.slots(layer);
+        let used = end.min(slots);
+        Ok(match &self.layers[layer] {
+            LayerCache::Host { k, v, .. } => LayerView::Host { k, v, slots, used },
+            LayerCache::Device { k, v } => LayerView::Device {
+                k: k.narrow(1, 0, used)?,
+                v: v.narrow(1, 0, used)?,
+            },
+        })
+    }
+
+    /// The positions of `layer` that are still cached and that the next token may attend to:
+    /// all of them on a global layer; on a sliding layer the newest run, at most `window`, of
+    /// positions still in their ring slots (at least the `window - 1` the next token needs).
+    pub(crate) fn live_range(&self, layer: usize) -> Range<usize> {
+        if !self.sliding[layer] {
+            return 0..self.len;
+        }
+        let mut first = self.len;
+        while first > 0
+            && self.len - (first - 1) <= self.window
+            && self.ring_pos[(first - 1) % self.ring] == Some(first - 1)
+        {
+            first -= 1;
+        }
+        first..self.len
+    }
+
+    /// K and V of `positions` of `layer` as `[n_kv_head, count, head_dim]` host vectors.
+    pub(crate) fn read_positions(
+        &self,
+        layer: usize,
+        positions: Range<usize>,
+    ) -> candle_core::Result<(Vec<f32>, Vec<f32>)> {
+        let (n_kv, d) = (self.n_kv_head, self.head_dim);
+        let slots = self.slots(layer);
+        let gathered = |k: &[f32], v: &[f32]| {
+            (
+                gather(k, slots, positions.clone(), n_kv, d),
+                gather(v, slots, positions.clone(), n_kv, d),
+            )
+        };
+        match &self.layers[layer] {
+            LayerCache::Host { k, v, .. } => Ok(gathered(k, v)),
+            LayerCache::Device { k, v } => Ok(gathered(
+                &k.flatten_all()?.to_vec1::<f32>()?,
+                &v.flatten_all()?.to_vec1::<f32>()?,
+            )),
+        }
+    }
+
+    /// After [`Self::write_slices`] has put back every layer's live positions: the session
+    /// holds `len` positions, sliding layers those from `sliding_from`.
+    pub(crate) fn finish_restore(&mut self, len: usize, sliding_from: usize) {
+        self.ring_pos.fill(None);
+        for p in sliding_from..len {
+            self.ring_pos[p % self.ring] = Some(p);
+        }
+        self.len = len;
     }
 
     /// Host variant of [`Self::write_and_view`] for the CPU forward pass: `k`, `v` are
@@ -218,9 +347,10 @@ impl KvCache {
     ) -> candle_core::Result<(&[f32], &[f32], usize, usize)> {
         let (n_kv, d) = (self.n_kv_head, self.head_dim);
         let seq = k.len() / (n_kv * d);
+        self.ensure_slots(layer, start + seq)?;
         let slots = self.slots(layer);
         let used = (start + seq).min(slots);
-        let LayerCache::Host { k: kc, v: vc } = &mut self.layers[layer] else {
+        let LayerCache::Host { k: kc, v: vc, .. } = &mut self.layers[layer] else {
             candle_core::bail!("kv cache: host write on a device cache");
         };
         for i in 0..seq {
@@ -299,5 +429,192 @@ impl KvCache {
             }
         }
         Tensor::from_vec(m, (seq, used), device)
+    }
+}
+
+/// An empty vector with room reserved for `capacity` values, `len` of them zeroed.
+fn reserved(capacity: usize, len: usize) -> Result<Vec<f32>> {
+    let mut buf = Vec::new();
+    buf.try_reserve_exact(capacity).map_err(|e| {
+        Error::InvalidArgument(format!(
+            "cannot reserve {} bytes for the KV cache: {e}",
+            capacity * std::mem::size_of::<f32>()
+        ))
+    })?;
+    buf.resize(len, 0.0);
+    Ok(buf)
+}
+
+/// Grow a host layer `[n_kv, old, d]` to `[n_kv, new, d]`. Heads are moved from the last one
+/// down, each to its new offset, so no head overwrites one not yet moved.
+fn grow_host(buf: &mut Vec<f32>, old: usize, new: usize, n_kv: usize, d: usize) {
+    buf.resize(n_kv * new * d, 0.0);
+    for h in (1..n_kv).rev() {
+        buf.copy_within(h * old * d..(h + 1) * old * d, h * new * d);
+    }
+}
+
+/// A device layer `[n_kv, old, d]` copied into a new `[n_kv, new, d]` one.
+fn grow_device(t: &Tensor, new: usize) -> candle_core::Result<Tensor> {
+    let (n_kv, _, d) = t.dims3()?;
+    let bigger = Tensor::zeros((n_kv, new, d), t.dtype(), t.device())?;
+    bigger.slice_set(t, 1, 0)?;
+    Ok(bigger)
+}
+
+/// Write `new` (`[n_kv, seq, d]`) at positions `start..` of a device layer, wrapping around
+/// the slots of a ring.
+fn write_device(cache: &Tensor, new: &Tensor, start: usize) -> candle_core::Result<()> {
+    let slots = cache.dim(1)?;
+    let seq = new.dim(1)?;
+    let first = start % slots;
+    let head = seq.min(slots - first);
+    cache.slice_set(&new.narrow(1, 0, head)?.contiguous()?, 1, first)?;
+    if head < seq {
+        cache.slice_set(&new.narrow(1, head, seq - head)?.contiguous()?, 1, 0)?;
+    }
+    Ok(())
+}
+
+/// Copy `src` (`[n_kv, seq, d]`) into the slots of positions `start..start+seq` of `dst`
+/// (`[n_kv, slots, d]`).
+fn scatter(
+    dst: &mut [f32],
+    src: &[f32],
+    slots: usize,
+    start: usize,
+    seq: usize,
+    n_kv: usize,
+    d: usize,
+) {
+    for h in 0..n_kv {
+        for i in 0..seq {
+            let at = (h * slots + (start + i) % slots) * d;
+            let from = (h * seq + i) * d;
+            dst[at..at + d].copy_from_slice(&src[from..from + d]);
+        }
+    }
+}
+
+/// The inverse of [`scatter`]: positions `positions` of `src` as `[n_kv, count, d]`.
+fn gather(src: &[f32], slots: usize, positions: Range<usize>, n_kv: usize, d: usize) -> Vec<f32> {
+    let mut out = Vec::with_capacity(n_kv * positions.len() * d);
+    for h in 0..n_kv {
+        for p in positions.clone() {
+            let at = (h * slots + p % slots) * d;
+            out.extend_from_slice(&src[at..at + d]);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gguf::Architecture;
+
+    /// Three layers, the last global, two KV heads of 4, window 4.
+    fn config() -> GemmaConfig {
+        GemmaConfig {
+            architecture: Architecture::Gemma3,
+            name: None,
+            n_vocab: 10,
+            n_embd: 8,
+            n_layer: 3,
+            n_head: 2,
+            n_kv_head: 2,
+            head_dim: 4,
+            n_ff: 8,
+            rms_eps: 1e-6,
+            rope_base_global: 10_000.0,
+            rope_base_local: 10_000.0,
+            sliding_window: Some(4),
+            swa_pattern: 3,
+            context_length: 4096,
+            final_logit_softcap: None,
+            attention_scale: 0.5,
+        }
+    }
+
+    /// K/V values that name their head and position, `[n_kv, seq, d]`.
+    fn kv(start: usize, seq: usize, salt: f32) -> Vec<f32> {
+        let mut out = Vec::new();
+        for h in 0..2 {
+            for p in start..start + seq {
+                for j in 0..4 {
+                    out.push(salt + h as f32 * 10_000.0 + p as f32 * 10.0 + j as f32);
+                }
+            }
+        }
+        out
+    }
+
+    /// Write positions `..n` in steps of `step`, as the model does.
+    fn fill(cache: &mut KvCache, n: usize, step: usize) {
+        let mut p = cache.len();
+        while p < n {
+            let seq = step.min(n - p);
+            cache.begin_step(p, seq);
+            for l in 0..3 {
+                cache.write_slices(l, p, &kv(p, seq, 0.0), &kv(p, seq, 0.5)).unwrap();
+            }
+            p += seq;
+            cache.advance(p);
+        }
+    }
+
+    #[test]
+    fn global_layers_grow_by_pages_and_keep_their_data() {
+        let mut cache = KvCache::new(&config(), 1000, 2, &Device::Cpu).unwrap();
+        let per_slot = 2 * 2 * 4 * 4;
+        let rings = 2 * 6 * per_slot;
+        assert_eq!(cache.allocated_bytes(), rings, "no global page before use");
+        fill(&mut cache, 3, 2);
+        assert_eq!(cache.allocated_bytes(), rings + PAGE_SIZE * per_slot);
+        fill(&mut cache, PAGE_SIZE + 1, 7);
+        assert_eq!(cache.allocated_bytes(), rings + 2 * PAGE_SIZE * per_slot);
+        // the two heads were re-spaced when the second page came: every position reads back
+        let (k, v) = cache.read_positions(2, 0..PAGE_SIZE + 1).unwrap();
+        assert_eq!(k, kv(0, PAGE_SIZE + 1, 0.0));
+        assert_eq!(v, kv(0, PAGE_SIZE + 1, 0.5));
+        // the last page stops at the context
+        fill(&mut cache, 1000, 64);
+        assert_eq!(cache.allocated_bytes(), rings + 1000 * per_slot);
+        assert!(cache.check_room(1).is_err());
+    }
+
+    #[test]
+    fn a_ring_reads_back_its_newest_window_in_position_order() {
+        let mut cache = KvCache::new(&config(), 100, 2, &Device::Cpu).unwrap();
+        fill(&mut cache, 11, 2);
+        assert_eq!(cache.live_range(0), 7..11);
+        assert_eq!(cache.live_range(2), 0..11);
+        let (k, _) = cache.read_positions(0, 7..11).unwrap();
+        assert_eq!(k, kv(7, 4, 0.0));
+    }
+
+    #[test]
+    fn restored_positions_read_back_and_truncation_checks_the_ring() {
+        let mut a = KvCache::new(&config(), 100, 2, &Device::Cpu).unwrap();
+        fill(&mut a, 11, 3);
+        // another chunk size: another ring size
+        let mut b = KvCache::new(&config(), 100, 5, &Device::Cpu).unwrap();
+        for l in 0..3 {
+            let r = a.live_range(l);
+            let (k, v) = a.read_positions(l, r.clone()).unwrap();
+            b.write_slices(l, r.start, &k, &v).unwrap();
+        }
+        b.finish_restore(11, 7);
+        for l in 0..3 {
+            assert_eq!(b.live_range(l), a.live_range(l));
+            assert_eq!(
+                b.read_positions(l, a.live_range(l)).unwrap(),
+                a.read_positions(l, a.live_range(l)).unwrap()
+            );
+        }
+        // one back keeps positions 7..10, enough for the next query at 10
+        assert!(b.truncate(10));
+        // back to 5 would need 2..5, which the restored ring never held
+        assert!(!b.truncate(5));
     }
 }

@@ -4,26 +4,33 @@
 //! - [`tokenizer`]: a `tokenizers::Tokenizer` built from the GGUF vocabulary, UTF-8-safe
 //!   streaming, Gemma's chat template;
 //! - [`model`]: our Gemma 3 forward pass (numerics follow llama.cpp `src/models/gemma3.cpp`);
-//! - [`kv_cache`], [`session`]: the per-conversation state;
+//! - [`kv_cache`], [`kv_budget`], [`session`], [`snapshot`]: the per-conversation state, its
+//!   size under a memory budget, and its versioned snapshots;
+//! - [`draft`]: prefill while the user types;
 //! - [`sampling`], [`generate`]: the sampler chain and the generation loop;
 //! - [`runtime`]: the engine as an actor on its own thread behind an [`EngineHandle`].
 
 pub mod device;
+pub mod draft;
 pub mod engine;
 pub mod error;
 pub mod generate;
 pub mod gguf;
+pub mod kv_budget;
 pub mod kv_cache;
 pub mod model;
 pub mod runtime;
 pub mod sampling;
 pub mod session;
+pub mod snapshot;
 pub mod tokenizer;
 
 pub use device::DeviceChoice;
+pub use draft::DraftOutcome;
 pub use engine::{Engine, EngineConfig, ModelInfo, ScoredPosition};
 pub use error::{Error, Result};
 pub use generate::{GenerateParams, Generation, GenerationStats, StopReason};
+pub use kv_budget::{PAGE_SIZE, SessionConfig};
 pub use runtime::{EngineHandle, Event, GenerationHandle, Prompt};
 pub use sampling::SamplingParams;
 pub use session::Session;

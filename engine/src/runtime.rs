@@ -1,7 +1,8 @@
 //! The engine as an actor: it owns the model and the open conversation's session on one
 //! dedicated OS thread (forward passes block), and callers hold a cloneable [`EngineHandle`].
 //! Each request carries its own event channel and cancel flag, as in mistral.rs's engine loop;
-//! nothing on the caller's side ever waits on a forward pass unless it chooses to.
+//! nothing on the caller's side ever waits on a forward pass unless it chooses to. Drafts
+//! (prefill while typing) bypass the queue through a shared slot: see [`crate::draft`].
 
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
@@ -10,6 +11,7 @@ use std::thread::JoinHandle;
 
 use serde::{Deserialize, Serialize};
 
+use crate::draft::DraftSlot;
 use crate::engine::{Engine, EngineConfig, ModelInfo, ScoredPosition};
 use crate::error::{Error, Result};
 use crate::generate::{GenerateParams, Generation};
@@ -63,6 +65,18 @@ enum Request {
         reply: Sender<Result<Vec<ScoredPosition>>>,
     },
     ResetSession,
+    /// A newer draft is in the slot.
+    Draft,
+    SessionTokens {
+        reply: Sender<Vec<u32>>,
+    },
+    Snapshot {
+        reply: Sender<Result<Vec<u8>>>,
+    },
+    Restore {
+        bytes: Vec<u8>,
+        reply: Sender<Result<()>>,
+    },
 }
 
 /// A cloneable handle to the engine thread. Dropping the last handle stops the thread.
@@ -72,6 +86,7 @@ pub struct EngineHandle {
     tokenizer: GemmaTokenizer,
     info: Arc<ModelInfo>,
     notice: Option<String>,
+    drafts: Arc<DraftSlot>,
     _thread: Arc<ThreadGuard>,
 }
 
@@ -119,6 +134,8 @@ impl EngineHandle {
     pub fn spawn(config: EngineConfig) -> Result<Self> {
         let (tx, rx) = mpsc::channel::<Request>();
         let (ready_tx, ready_rx) = mpsc::channel();
+        let drafts = Arc::new(DraftSlot::default());
+        let engine_drafts = drafts.clone();
         let thread = std::thread::Builder::new()
             .name("companion-engine".into())
             .spawn(move || {
@@ -141,7 +158,7 @@ impl EngineHandle {
                     engine.info().clone(),
                     engine.device_notice().map(str::to_string),
                 )));
-                run(engine, session, rx);
+                run(engine, session, rx, &engine_drafts);
             })
             .map_err(|e| Error::InvalidArgument(format!("cannot start the engine thread: {e}")))?;
         let (tokenizer, info, notice) = ready_rx.recv().map_err(|_| Error::EngineStopped)??;
@@ -150,6 +167,7 @@ impl EngineHandle {
             tokenizer,
             info: Arc::new(info),
             notice,
+            drafts,
             _thread: Arc::new(ThreadGuard(Some(thread))),
         })
     }
@@ -167,8 +185,10 @@ impl EngineHandle {
         self.notice.as_deref()
     }
 
-    /// Start generating; returns immediately with the event stream.
+    /// Start generating; returns immediately with the event stream. A draft being prefilled
+    /// is abandoned at its next chunk (what it prefilled stays cached for reuse).
     pub fn generate(&self, prompt: Prompt, params: GenerateParams) -> Result<GenerationHandle> {
+        self.drafts.supersede();
         let (events_tx, events) = mpsc::channel();
         let cancel = Arc::new(AtomicBool::new(false));
         self.tx
@@ -193,13 +213,66 @@ impl EngineHandle {
 
     /// Forget the open conversation's cache.
     pub fn reset_session(&self) -> Result<()> {
+        self.drafts.supersede();
         self.tx
             .send(Request::ResetSession)
             .map_err(|_| Error::EngineStopped)
     }
+
+    /// The user's unsent message changed: prefill `history` plus an open user turn holding
+    /// `draft` into the session. Returns at once and never queues work: only the latest draft
+    /// is prefilled, and one arriving mid-prefill supersedes the older at its next chunk.
+    pub fn set_draft(&self, history: Vec<ChatMessage>, draft: String) -> Result<()> {
+        if self.drafts.put(history, draft) {
+            self.tx.send(Request::Draft).map_err(|_| Error::EngineStopped)?;
+        }
+        Ok(())
+    }
+
+    /// Send the user's `message` after `history`: generate the reply, reusing what the drafts
+    /// prefilled. Events as for [`Self::generate`].
+    pub fn send(
+        &self,
+        history: Vec<ChatMessage>,
+        message: String,
+        params: GenerateParams,
+    ) -> Result<GenerationHandle> {
+        let mut messages = history;
+        messages.push(ChatMessage::user(message));
+        self.generate(Prompt::Chat(messages), params)
+    }
+
+    /// The token ids the open session holds, once the requests before this one are done.
+    pub fn session_tokens(&self) -> Result<Vec<u32>> {
+        let (reply, rx) = mpsc::channel();
+        self.tx
+            .send(Request::SessionTokens { reply })
+            .map_err(|_| Error::EngineStopped)?;
+        rx.recv().map_err(|_| Error::EngineStopped)
+    }
+
+    /// A snapshot of the open session (see [`crate::snapshot`]), for the caller to store as
+    /// opaque bytes.
+    pub fn snapshot(&self) -> Result<Vec<u8>> {
+        let (reply, rx) = mpsc::channel();
+        self.tx
+            .send(Request::Snapshot { reply })
+            .map_err(|_| Error::EngineStopped)?;
+        rx.recv().map_err(|_| Error::EngineStopped)?
+    }
+
+    /// Replace the open session with a snapshot; on any mismatch the session is left empty.
+    pub fn restore(&self, bytes: Vec<u8>) -> Result<()> {
+        self.drafts.supersede();
+        let (reply, rx) = mpsc::channel();
+        self.tx
+            .send(Request::Restore { bytes, reply })
+            .map_err(|_| Error::EngineStopped)?;
+        rx.recv().map_err(|_| Error::EngineStopped)?
+    }
 }
 
-fn run(engine: Engine, mut session: Session, rx: Receiver<Request>) {
+fn run(engine: Engine, mut session: Session, rx: Receiver<Request>, drafts: &DraftSlot) {
     for request in rx.iter() {
         match request {
             Request::Generate {
@@ -229,6 +302,29 @@ fn run(engine: Engine, mut session: Session, rx: Receiver<Request>) {
                 let _ = reply.send(engine.score(&ids));
             }
             Request::ResetSession => session.clear(),
+            Request::Draft => prefill_drafts(&engine, &mut session, drafts),
+            Request::SessionTokens { reply } => {
+                let _ = reply.send(session.tokens().to_vec());
+            }
+            Request::Snapshot { reply } => {
+                let _ = reply.send(engine.snapshot(&session));
+            }
+            Request::Restore { bytes, reply } => {
+                let _ = reply.send(engine.restore(&mut session, &bytes));
+            }
+        }
+    }
+}
+
+/// Prefill the latest draft; when a newer one supersedes it, go straight on with that one.
+fn prefill_drafts(engine: &Engine, session: &mut Session, drafts: &DraftSlot) {
+    while let Some(draft) = drafts.take() {
+        let _span = tracing::debug_span!("draft", generation = draft.generation).entered();
+        let stale = || drafts.is_stale(draft.generation);
+        match engine.prefill_draft(session, &draft.history, &draft.text, &stale) {
+            Ok(outcome) => tracing::debug!(?outcome, "draft prefilled"),
+            // Nobody waits on a draft: the send that follows reports any real problem.
+            Err(e) => tracing::warn!(error = %e, "draft prefill failed"),
         }
     }
 }

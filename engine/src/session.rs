@@ -1,6 +1,6 @@
 //! A session: the token ids of one conversation and their KV cache. Operations follow
-//! llama.cpp's memory contract (`llama-memory.h`): append (prefill/step), remove a suffix
-//! (truncate), clear.
+//! llama.cpp's memory contract (`llama-memory.h`): append (prefill in chunks, step), remove a
+//! suffix (truncate), clear; snapshot and restore live in [`crate::snapshot`].
 
 use candle_core::Tensor;
 
@@ -50,6 +50,15 @@ impl Session {
         self.cache.allocated_bytes()
     }
 
+    pub(crate) fn cache(&self) -> &KvCache {
+        &self.cache
+    }
+
+    /// For restore: the cache and token list, to be refilled together.
+    pub(crate) fn parts_mut(&mut self) -> (&mut KvCache, &mut Vec<u32>) {
+        (&mut self.cache, &mut self.tokens)
+    }
+
     pub fn clear(&mut self) {
         self.cache.clear();
         self.tokens.clear();
@@ -60,6 +69,33 @@ impl Session {
         let result = model.forward(tokens, &mut self.cache, Output::Last);
         self.sync_tokens(tokens, result.is_ok());
         result
+    }
+
+    /// One decode step: append one token and return its hidden state.
+    pub fn step(&mut self, model: &Gemma3, token: u32) -> Result<Tensor> {
+        self.prefill(model, &[token])
+    }
+
+    /// Append `tokens` in calls of at most `chunk` tokens, asking `stop` before each one
+    /// whether to give up (a newer draft has arrived). Returns how many tokens were appended;
+    /// fewer than `tokens.len()` only when `stop` said so. What was appended stays cached.
+    pub fn prefill_until(
+        &mut self,
+        model: &Gemma3,
+        tokens: &[u32],
+        chunk: usize,
+        stop: &dyn Fn() -> bool,
+    ) -> Result<usize> {
+        self.cache.check_room(tokens.len())?;
+        let mut done = 0;
+        for part in tokens.chunks(chunk.max(1)) {
+            if stop() {
+                break;
+            }
+            self.prefill(model, part)?;
+            done += part.len();
+        }
+        Ok(done)
     }
 
     /// Append `tokens` and return every position's hidden state (for scoring).

@@ -87,6 +87,21 @@ pub fn render_chat(messages: &[ChatMessage], add_generation_prompt: bool) -> Str
     out
 }
 
+/// The conversation so far followed by an open user turn holding `draft`: the start of what
+/// [`render_chat`] gives once `draft` is sent as the user's message. Rendering the draft as
+/// that message (then cutting the turn's end) keeps a system text folded in the same way.
+pub fn render_open_user_turn(history: &[ChatMessage], draft: &str) -> String {
+    let mut messages = history.to_vec();
+    messages.push(ChatMessage::user(draft));
+    let mut out = render_chat(&messages, false);
+    if out.ends_with(END_OF_USER_TURN) {
+        out.truncate(out.len() - END_OF_USER_TURN.len());
+    }
+    out
+}
+
+const END_OF_USER_TURN: &str = "<end_of_turn>\n";
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -115,6 +130,23 @@ mod tests {
              <start_of_turn>user\nBye<end_of_turn>\n\
              <start_of_turn>model\n"
         );
+    }
+
+    #[test]
+    fn an_open_user_turn_starts_the_sent_prompt() {
+        let history = [
+            ChatMessage::system("Be brief."),
+            ChatMessage::user("Hi"),
+            ChatMessage::assistant("Hello."),
+        ];
+        let open = render_open_user_turn(&history, "How are ");
+        assert!(open.ends_with("<start_of_turn>user\nHow are"), "{open:?}");
+        let mut sent = history.to_vec();
+        sent.push(ChatMessage::user("How are you?"));
+        assert!(render_chat(&sent, true).starts_with(&open));
+        // the system text folds into a first user turn that is still a draft
+        let first = render_open_user_turn(&[ChatMessage::system("Be brief.")], "Hi");
+        assert_eq!(first, "<start_of_turn>user\nBe brief.\n\nHi");
     }
 
     #[test]

@@ -16,7 +16,7 @@ mod spm;
 mod stream;
 mod vocab;
 
-pub use chat_template::{ChatMessage, Role, render_chat};
+pub use chat_template::{ChatMessage, Role, render_chat, render_open_user_turn};
 pub use stream::TokenStream;
 pub use vocab::{TokenType, Vocab};
 

@@ -1,0 +1,488 @@
+//! KV snapshots: a session's tokens and K/V as a versioned, self-describing byte stream, and
+//! its validated restore. The shape follows llama.cpp's `llama_state_seq_get_data` /
+//! `llama_state_seq_set_data` (`llama-context.cpp`, `llama-kv-cache.cpp` `state_write` /
+//! `state_read`): a header that names what the data was made with, checked field by field on
+//! read, and a restore that leaves the cache empty rather than half-written when anything is off.
+//!
+//! Layout (integers little-endian):
+//!
+//! ```text
+//! magic      b"CMPKV"
+//! version    u32                      FORMAT_VERSION
+//! model      [u8; 32]                 sha256 of the GGUF file
+//! arch       u32 length + UTF-8       "gemma3"
+//! n_layer, n_kv_head, head_dim, sliding_window (0: none)    u32 each
+//! sliding    n_layer bytes, 1 where the layer slides
+//! dtype      u32                      1: f32
+//! tokens     u32 count + count × u32
+//! per layer  u32 first, u32 count, K then V as [n_kv_head, count, head_dim] f32
+//! checksum   [u8; 32]                 sha256 of every byte before it
+//! ```
+//!
+//! A global layer stores positions `0..len`; a sliding layer only its live part, the newest
+//! positions still in the ring (at most `window`, at least the `window - 1` the next token
+//! attends to), in position order, so a snapshot restores into a session with another ring size.
+
+use std::io::Read;
+use std::path::Path;
+
+use sha2::{Digest, Sha256};
+
+use crate::engine::Engine;
+use crate::error::{Error, Result};
+use crate::session::Session;
+
+pub const MAGIC: [u8; 5] = *b"CMPKV";
+/// Raised whenever the layout above changes; older streams are refused, not guessed at.
+pub const FORMAT_VERSION: u32 = 1;
+/// The K/V element type tag: f32, little-endian.
+pub const DTYPE_F32: u32 = 1;
+
+const CHECKSUM_LEN: usize = 32;
+
+/// What a snapshot says about the model and cache layout it was made with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SnapshotHeader {
+    pub model_sha256: [u8; 32],
+    pub architecture: String,
+    pub n_layer: u32,
+    pub n_kv_head: u32,
+    pub head_dim: u32,
+    /// 0 when no layer slides.
+    pub sliding_window: u32,
+    pub sliding: Vec<bool>,
+    pub dtype: u32,
+}
+
+impl SnapshotHeader {
+    fn encode(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.model_sha256);
+        put_u32(out, self.architecture.len() as u32);
+        out.extend_from_slice(self.architecture.as_bytes());
+        for x in [
+            self.n_layer,
+            self.n_kv_head,
+            self.head_dim,
+            self.sliding_window,
+        ] {
+            put_u32(out, x);
+        }
+        out.extend(self.sliding.iter().map(|&s| u8::from(s)));
+        put_u32(out, self.dtype);
+    }
+
+    fn decode(r: &mut Reader<'_>) -> Result<Self> {
+        let model_sha256 = r.array::<32>("model sha256")?;
+        let arch_len = r.u32("architecture")? as usize;
+        let architecture = String::from_utf8(r.bytes(arch_len, "architecture")?.to_vec())
+            .map_err(|_| Error::SnapshotCorrupt("the architecture is not UTF-8".into()))?;
+        let n_layer = r.u32("n_layer")?;
+        let n_kv_head = r.u32("n_kv_head")?;
+        let head_dim = r.u32("head_dim")?;
+        let sliding_window = r.u32("sliding window")?;
+        let sliding = r
+            .bytes(n_layer as usize, "sliding layers")?
+            .iter()
+            .map(|&b| b != 0)
+            .collect();
+        let dtype = r.u32("dtype")?;
+        Ok(SnapshotHeader {
+            model_sha256,
+            architecture,
+            n_layer,
+            n_kv_head,
+            head_dim,
+            sliding_window,
+            sliding,
+            dtype,
+        })
+    }
+
+    /// The first field, in a fixed order, where `self` (read from a snapshot) differs from
+    /// `expected` (this engine).
+    pub fn check(&self, expected: &SnapshotHeader) -> Result<()> {
+        let mismatch = |field, expected: String, found: String| {
+            Err(Error::SnapshotMismatch {
+                field,
+                expected,
+                found,
+            })
+        };
+        if self.model_sha256 != expected.model_sha256 {
+            return mismatch(
+                "model sha256",
+                hex(&expected.model_sha256),
+                hex(&self.model_sha256),
+            );
+        }
+        if self.architecture != expected.architecture {
+            return mismatch(
+                "architecture",
+                expected.architecture.clone(),
+                self.architecture.clone(),
+            );
+        }
+        let dims = [
+            ("n_layer", expected.n_layer, self.n_layer),
+            ("n_kv_head", expected.n_kv_head, self.n_kv_head),
+            ("head_dim", expected.head_dim, self.head_dim),
+            (
+                "sliding window",
+                expected.sliding_window,
+                self.sliding_window,
+            ),
+        ];
+        for (field, want, got) in dims {
+            if want != got {
+                return mismatch(field, want.to_string(), got.to_string());
+            }
+        }
+        if self.sliding != expected.sliding {
+            return mismatch(
+                "sliding layers",
+                flags(&expected.sliding),
+                flags(&self.sliding),
+            );
+        }
+        if self.dtype != expected.dtype {
+            return mismatch("dtype", dtype_name(expected.dtype), dtype_name(self.dtype));
+        }
+        Ok(())
+    }
+}
+
+/// Wrap a body (everything after magic and version) into a sealed stream.
+fn seal(body: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(MAGIC.len() + 4 + body.len() + CHECKSUM_LEN);
+    out.extend_from_slice(&MAGIC);
+    put_u32(&mut out, FORMAT_VERSION);
+    out.extend_from_slice(body);
+    let sum = Sha256::digest(&out);
+    out.extend_from_slice(&sum);
+    out
+}
+
+/// Check magic, version and checksum; return the body.
+fn unseal(bytes: &[u8]) -> Result<&[u8]> {
+    let corrupt = |why: &str| Error::SnapshotCorrupt(why.to_string());
+    if bytes.len() < MAGIC.len() || bytes[..MAGIC.len()] != MAGIC {
+        return Err(corrupt(
+            "it does not start with the CMPKV magic (is it a KV snapshot?)",
+        ));
+    }
+    let version = bytes
+        .get(MAGIC.len()..MAGIC.len() + 4)
+        .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+        .ok_or_else(|| corrupt("it ends before its format version"))?;
+    if version != FORMAT_VERSION {
+        return Err(Error::SnapshotMismatch {
+            field: "format version",
+            expected: FORMAT_VERSION.to_string(),
+            found: version.to_string(),
+        });
+    }
+    let body_end = bytes
+        .len()
+        .checked_sub(CHECKSUM_LEN)
+        .filter(|&e| e >= MAGIC.len() + 4)
+        .ok_or_else(|| corrupt("it ends before its checksum"))?;
+    if Sha256::digest(&bytes[..body_end]).as_slice() != &bytes[body_end..] {
+        return Err(corrupt(
+            "its checksum does not match: the stream is truncated or altered",
+        ));
+    }
+    Ok(&bytes[MAGIC.len() + 4..body_end])
+}
+
+/// One layer's stored positions, still as bytes.
+struct LayerData<'a> {
+    first: usize,
+    k: &'a [u8],
+    v: &'a [u8],
+}
+
+impl Engine {
+    /// The header this engine writes and accepts.
+    fn snapshot_header(&self) -> Result<SnapshotHeader> {
+        let c = self.model_config();
+        Ok(SnapshotHeader {
+            model_sha256: self.model_sha256()?,
+            architecture: c.architecture.as_str().to_string(),
+            n_layer: c.n_layer as u32,
+            n_kv_head: c.n_kv_head as u32,
+            head_dim: c.head_dim as u32,
+            sliding_window: c.sliding_window.unwrap_or(0) as u32,
+            sliding: (0..c.n_layer).map(|il| c.is_sliding(il)).collect(),
+            dtype: DTYPE_F32,
+        })
+    }
+
+    /// The session's tokens and live K/V as a sealed snapshot stream (see the module docs).
+    pub fn snapshot(&self, session: &Session) -> Result<Vec<u8>> {
+        let header = self.snapshot_header()?;
+        let cache = session.cache();
+        let mut body = Vec::new();
+        header.encode(&mut body);
+        put_u32(&mut body, session.len() as u32);
+        for &t in session.tokens() {
+            put_u32(&mut body, t);
+        }
+        for layer in 0..cache.n_layer() {
+            let range = cache.live_range(layer);
+            let (k, v) = cache.read_positions(layer, range.clone())?;
+            put_u32(&mut body, range.start as u32);
+            put_u32(&mut body, range.len() as u32);
+            body.reserve(2 * k.len() * 4);
+            for x in k.iter().chain(&v) {
+                body.extend_from_slice(&x.to_le_bytes());
+            }
+        }
+        Ok(seal(&body))
+    }
+
+    /// Replace the session's content with a snapshot's. Every header field must match this
+    /// engine, and the stream must be whole; otherwise the error names what is wrong and the
+    /// session is left empty (and usable).
+    pub fn restore(&self, session: &mut Session, bytes: &[u8]) -> Result<()> {
+        session.clear();
+        let result = self.restore_into(session, bytes);
+        if result.is_err() {
+            session.clear();
+        }
+        result
+    }
+
+    fn restore_into(&self, session: &mut Session, bytes: &[u8]) -> Result<()> {
+        let mut r = Reader {
+            bytes: unseal(bytes)?,
+        };
+        SnapshotHeader::decode(&mut r)?.check(&self.snapshot_header()?)?;
+
+        let len = r.u32("token count")? as usize;
+        if len > session.context() {
+            return Err(Error::context_full(len, session.context()));
+        }
+        let n_vocab = self.model_config().n_vocab;
+        let mut tokens = Vec::with_capacity(len);
+        for _ in 0..len {
+            let t = r.u32("token ids")?;
+            if t as usize >= n_vocab {
+                return Err(Error::SnapshotCorrupt(format!(
+                    "token id {t} is outside the vocabulary of {n_vocab}"
+                )));
+            }
+            tokens.push(t);
+        }
+
+        let (cache, session_tokens) = session.parts_mut();
+        let (n_kv, d, window) = (cache.n_kv_head(), cache.head_dim(), cache.window());
+        let mut layers = Vec::with_capacity(cache.n_layer());
+        let mut sliding_from = None;
+        for layer in 0..cache.n_layer() {
+            let first = r.u32("layer range")? as usize;
+            let count = r.u32("layer range")? as usize;
+            let sliding = cache.is_sliding(layer);
+            let fits = first + count == len
+                && if sliding {
+                    count <= window
+                        && count >= len.min(window.saturating_sub(1))
+                        && sliding_from.is_none_or(|f| f == first)
+                } else {
+                    first == 0
+                };
+            if !fits {
+                return Err(Error::SnapshotCorrupt(format!(
+                    "layer {layer} holds positions {first}..{} of a session of {len}",
+                    first + count
+                )));
+            }
+            if sliding {
+                sliding_from = Some(first);
+            }
+            let n = n_kv * count * d * 4;
+            let k = r.bytes(n, "layer K")?;
+            let v = r.bytes(n, "layer V")?;
+            layers.push(LayerData { first, k, v });
+        }
+        if !r.bytes.is_empty() {
+            return Err(Error::SnapshotCorrupt(format!(
+                "{} unexpected bytes after the last layer",
+                r.bytes.len()
+            )));
+        }
+        for (layer, data) in layers.iter().enumerate() {
+            cache.write_slices(layer, data.first, &f32s(data.k), &f32s(data.v))?;
+        }
+        cache.finish_restore(len, sliding_from.unwrap_or(len));
+        *session_tokens = tokens;
+        Ok(())
+    }
+}
+
+/// The sha256 of a file, streamed.
+pub(crate) fn file_sha256(path: &Path) -> Result<[u8; 32]> {
+    let io = |source| Error::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let mut file = std::fs::File::open(path).map_err(io)?;
+    let mut hasher = Sha256::new();
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = file.read(&mut buf).map_err(io)?;
+        if n == 0 {
+            break;
+        }
+        hasher.update(&buf[..n]);
+    }
+    Ok(hasher.finalize().into())
+}
+
+/// A bounds-checked cursor: running out of bytes is corruption, named by what was being read.
+struct Reader<'a> {
+    bytes: &'a [u8],
+}
+
+impl<'a> Reader<'a> {
+    fn bytes(&mut self, n: usize, what: &str) -> Result<&'a [u8]> {
+        if self.bytes.len() < n {
+            return Err(Error::SnapshotCorrupt(format!("it ends inside the {what}")));
+        }
+        let (head, rest) = self.bytes.split_at(n);
+        self.bytes = rest;
+        Ok(head)
+    }
+
+    fn array<const N: usize>(&mut self, what: &str) -> Result<[u8; N]> {
+        let mut out = [0u8; N];
+        out.copy_from_slice(self.bytes(N, what)?);
+        Ok(out)
+    }
+
+    fn u32(&mut self, what: &str) -> Result<u32> {
+        Ok(u32::from_le_bytes(self.array::<4>(what)?))
+    }
+}
+
+fn put_u32(out: &mut Vec<u8>, x: u32) {
+    out.extend_from_slice(&x.to_le_bytes());
+}
+
+fn f32s(bytes: &[u8]) -> Vec<f32> {
+    bytes
+        .chunks_exact(4)
+        .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+        .collect()
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn flags(sliding: &[bool]) -> String {
+    sliding.iter().map(|&s| if s { 'S' } else { 'G' }).collect()
+}
+
+fn dtype_name(tag: u32) -> String {
+    match tag {
+        DTYPE_F32 => "f32".into(),
+        other => format!("unknown type {other}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn header() -> SnapshotHeader {
+        SnapshotHeader {
+            model_sha256: [7; 32],
+            architecture: "gemma3".into(),
+            n_layer: 3,
+            n_kv_head: 1,
+            head_dim: 4,
+            sliding_window: 512,
+            sliding: vec![true, true, false],
+            dtype: DTYPE_F32,
+        }
+    }
+
+    fn sealed(h: &SnapshotHeader) -> Vec<u8> {
+        let mut body = Vec::new();
+        h.encode(&mut body);
+        seal(&body)
+    }
+
+    #[test]
+    fn header_round_trips_through_a_sealed_stream() {
+        let bytes = sealed(&header());
+        assert_eq!(&bytes[..5], b"CMPKV");
+        assert_eq!(&bytes[5..9], &1u32.to_le_bytes());
+        let mut r = Reader {
+            bytes: unseal(&bytes).unwrap(),
+        };
+        let back = SnapshotHeader::decode(&mut r).unwrap();
+        assert_eq!(back, header());
+        assert!(r.bytes.is_empty());
+        back.check(&header()).unwrap();
+    }
+
+    #[test]
+    fn each_field_mismatch_is_named() {
+        let mut cases: Vec<(&str, SnapshotHeader)> = Vec::new();
+        let mut h = header();
+        h.model_sha256[31] ^= 1;
+        cases.push(("model sha256", h));
+        let mut h = header();
+        h.architecture = "llama".into();
+        cases.push(("architecture", h));
+        let mut h = header();
+        h.n_kv_head = 2;
+        cases.push(("n_kv_head", h));
+        let mut h = header();
+        h.head_dim = 8;
+        cases.push(("head_dim", h));
+        let mut h = header();
+        h.sliding_window = 1024;
+        cases.push(("sliding window", h));
+        let mut h = header();
+        h.sliding = vec![true, false, false];
+        cases.push(("sliding layers", h));
+        let mut h = header();
+        h.dtype = 2;
+        cases.push(("dtype", h));
+        for (want, h) in cases {
+            match h.check(&header()) {
+                Err(Error::SnapshotMismatch { field, .. }) => assert_eq!(field, want),
+                other => panic!("{want}: expected a mismatch, got {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn damaged_streams_are_corrupt_and_other_versions_mismatched() {
+        let good = sealed(&header());
+        let mut flipped = good.clone();
+        flipped[20] ^= 0x10;
+        let mut version = good.clone();
+        version[5] = 2;
+        let cases: Vec<(Vec<u8>, &str)> = vec![
+            (good[..good.len() - 1].to_vec(), "snapshot_corrupt"),
+            (good[..7].to_vec(), "snapshot_corrupt"),
+            (flipped, "snapshot_corrupt"),
+            (b"GGUF-not-a-snapshot".to_vec(), "snapshot_corrupt"),
+            (version, "snapshot_mismatch"),
+        ];
+        for (bytes, code) in cases {
+            let err = unseal(&bytes).expect_err("refused");
+            assert_eq!(err.code(), code, "{err}");
+        }
+    }
+
+    #[test]
+    fn reading_past_the_end_names_the_field() {
+        let mut r = Reader { bytes: &[1, 2] };
+        let err = r.u32("token count").unwrap_err();
+        assert!(err.to_string().contains("token count"), "{err}");
+    }
+}

@@ -1,0 +1,564 @@
+//! Session operations on the real model: chunked prefill, truncation across the sliding
+//! window, snapshot and restore, prefill while typing, memory budgets and a full context.
+//!
+//! Comparisons are greedy (argmax), so nothing here depends on a random seed. Logits computed
+//! along two paths (one-shot or chunked, fresh or truncated and prefilled again, drafted or
+//! prefilled at once) are compared within [`LOGIT_TOLERANCE`]; the greedy continuations that
+//! follow are compared exactly.
+
+use std::sync::atomic::AtomicBool;
+use std::time::{Duration, Instant};
+
+use candle_core::Tensor;
+use companion_tests::{load_engine, model_path};
+use engine::tokenizer::render_open_user_turn;
+use engine::{
+    ChatMessage, Engine, EngineConfig, EngineHandle, Error, GenerateParams, PAGE_SIZE, Prompt,
+    SamplingParams, Session, SessionConfig, StopReason,
+};
+use sha2::{Digest, Sha256};
+
+/// Largest |Δ| allowed between logits of the same tokens computed in other chunks. Today every
+/// row of a step is computed independently of the others and the observed difference is 0;
+/// 0.01 (on logits of magnitude ~30) leaves room for kernels whose sums depend on the batch
+/// size, yet is far below the gaps between top tokens that decide greedy choices.
+const LOGIT_TOLERANCE: f32 = 0.01;
+
+/// Gemma 3 270M's sliding window.
+const WINDOW: usize = 512;
+
+fn argmax(row: &[f32]) -> u32 {
+    engine::engine::top_k(row, 1)[0].0
+}
+
+fn max_diff(a: &[f32], b: &[f32]) -> f32 {
+    assert_eq!(a.len(), b.len());
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| (x - y).abs())
+        .fold(0.0, f32::max)
+}
+
+/// Prefill `ids` and return the next-token logits.
+fn prefill(engine: &Engine, session: &mut Session, ids: &[u32]) -> Vec<f32> {
+    let hidden = session.prefill(engine.model(), ids).expect("prefill");
+    engine.logits_vec(&hidden).expect("logits")
+}
+
+/// `n` greedy tokens from `logits`, stepping the session; the logits seen at each step too.
+fn greedy(
+    engine: &Engine,
+    session: &mut Session,
+    mut logits: Vec<f32>,
+    n: usize,
+) -> (Vec<u32>, Vec<Vec<f32>>) {
+    let mut ids = Vec::new();
+    let mut seen = Vec::new();
+    for _ in 0..n {
+        let id = argmax(&logits);
+        ids.push(id);
+        seen.push(logits);
+        let hidden = session.step(engine.model(), id).expect("step");
+        logits = engine.logits_vec(&hidden).expect("logits");
+    }
+    (ids, seen)
+}
+
+/// The logits after one fixed probe token: they depend on every K/V the session holds.
+fn probe(engine: &Engine, session: &mut Session) -> Vec<f32> {
+    let the = engine.tokenizer().encode(" the", false).expect("encode")[0];
+    prefill(engine, session, &[the])
+}
+
+/// At least `n` token ids of varied English prose, `<bos>` first.
+fn prose(engine: &Engine, n: usize) -> Vec<u32> {
+    let topics = [
+        "rivers", "bread", "clocks", "bridges", "owls", "glass", "maps", "violins",
+    ];
+    let mut text = String::new();
+    let mut i = 0;
+    loop {
+        let t = topics[i % topics.len()];
+        text.push_str(&format!(
+            "Chapter {i}. People have written about {t} for a long time, and each writer \
+             noticed something different: how {t} change with the seasons, who makes them, \
+             and why children ask so many questions about them. "
+        ));
+        let ids = engine.tokenizer().encode(&text, true).expect("encode");
+        if ids.len() >= n {
+            return ids[..n].to_vec();
+        }
+        i += 1;
+    }
+}
+
+fn session(engine: &Engine, context: usize, prefill_chunk: usize) -> Session {
+    engine
+        .new_session_with(SessionConfig {
+            context,
+            prefill_chunk,
+            memory_budget_bytes: None,
+        })
+        .expect("session")
+}
+
+#[test]
+fn chunked_prefill_matches_one_shot() {
+    let engine = load_engine(1024, 1024);
+    let ids = prose(&engine, 200);
+    let mut one_shot = session(&engine, 1024, 1024);
+    let expected = prefill(&engine, &mut one_shot, &ids);
+    let (expected_ids, _) = greedy(&engine, &mut one_shot, expected.clone(), 10);
+
+    // chunked by the session's step size, and by explicit calls of 7 tokens
+    let mut by_steps = session(&engine, 1024, 16);
+    let stepped = prefill(&engine, &mut by_steps, &ids);
+    let mut by_calls = session(&engine, 1024, 1024);
+    let done = by_calls
+        .prefill_until(engine.model(), &ids[..ids.len() - 1], 7, &|| false)
+        .unwrap();
+    assert_eq!(done, ids.len() - 1);
+    let called = prefill(&engine, &mut by_calls, &ids[ids.len() - 1..]);
+
+    for (name, logits, mut s) in [
+        ("16-token steps", stepped, by_steps),
+        ("7-token calls", called, by_calls),
+    ] {
+        let diff = max_diff(&expected, &logits);
+        assert!(
+            diff < LOGIT_TOLERANCE,
+            "{name}: last-position logits differ by {diff}"
+        );
+        assert_eq!(s.tokens(), &ids[..]);
+        let (got, _) = greedy(&engine, &mut s, logits, 10);
+        assert_eq!(got, expected_ids, "{name}: greedy continuation");
+    }
+}
+
+/// Logits of position `pos` from every position's hidden states.
+fn logits_at(engine: &Engine, hidden: &Tensor, pos: usize) -> Vec<f32> {
+    engine
+        .logits_vec(&hidden.narrow(0, pos, 1).unwrap())
+        .unwrap()
+}
+
+#[test]
+fn truncate_and_prefill_again_equals_a_fresh_session_within_and_across_the_window() {
+    // ring: window 512 + chunk 8 = 520 slots; 560 positions have overwritten 0..40
+    let engine = load_engine(1024, 8);
+    let ids = prose(&engine, 560);
+    let mut s = session(&engine, 1024, 8);
+    // what a fresh session computes at every position
+    let fresh = s.prefill_all(engine.model(), &ids).unwrap();
+    assert!(ids.len() > WINDOW + 8);
+
+    // 555: the ring still holds 44..555, all the next token needs; 100: it does not, and the
+    // prefix is prefilled again
+    for keep in [555, 100] {
+        s.truncate(engine.model(), keep).unwrap();
+        assert_eq!(s.tokens(), &ids[..keep]);
+        let end = keep + 5;
+        let got = prefill(&engine, &mut s, &ids[keep..end]);
+        let want = logits_at(&engine, &fresh, end - 1);
+        let diff = max_diff(&want, &got);
+        assert!(
+            diff < LOGIT_TOLERANCE,
+            "truncated to {keep}: logits differ by {diff}"
+        );
+        assert_eq!(argmax(&got), argmax(&want));
+    }
+}
+
+#[test]
+fn snapshot_restore_continues_like_the_uninterrupted_session() {
+    let engine = load_engine(1024, 8);
+    // longer than the 520-slot ring, so the snapshot must put wrapped slots back in order
+    let ids = prose(&engine, 540);
+    let (head, last) = ids.split_at(ids.len() - 1);
+    let mut original = session(&engine, 1024, 8);
+    prefill(&engine, &mut original, head);
+    let bytes = engine.snapshot(&original).unwrap();
+    assert_eq!(&bytes[..5], b"CMPKV");
+    let first = prefill(&engine, &mut original, last);
+    let (want, want_logits) = greedy(&engine, &mut original, first, 20);
+
+    // The same ring size, in this engine and in a freshly loaded one: the same arithmetic in
+    // the same order, so the very same logits at every step.
+    let other = load_engine(1024, 8);
+    for (name, e) in [("same engine", &engine), ("fresh engine", &other)] {
+        let mut restored = session(e, 1024, 8);
+        e.restore(&mut restored, &bytes).unwrap();
+        assert_eq!(restored.tokens(), head);
+        let first = prefill(e, &mut restored, last);
+        let (got, got_logits) = greedy(e, &mut restored, first, 20);
+        assert_eq!(got, want, "{name}: greedy continuation after restore");
+        assert!(
+            got_logits == want_logits,
+            "{name}: logits after restore differ"
+        );
+    }
+    // Another ring size visits the keys in another slot order, and the f16 accumulation of
+    // attention (ggml's numerics) rounds differently: an uninterrupted session with that ring
+    // differs from this one by up to ~1 logit too. The greedy continuation must still agree.
+    let mut other_ring = session(&engine, 1024, 32);
+    engine.restore(&mut other_ring, &bytes).unwrap();
+    let first = prefill(&engine, &mut other_ring, last);
+    let (got, _) = greedy(&engine, &mut other_ring, first, 20);
+    assert_eq!(
+        got, want,
+        "another ring size: greedy continuation after restore"
+    );
+}
+
+/// Replace the trailing checksum so that only the altered field is wrong.
+fn reseal(bytes: &mut [u8]) {
+    let body = bytes.len() - 32;
+    let sum = Sha256::digest(&bytes[..body]);
+    bytes[body..].copy_from_slice(&sum);
+}
+
+#[test]
+fn foreign_damaged_or_other_version_snapshots_are_refused_and_leave_the_session_usable() {
+    let engine = load_engine(256, 64);
+    let ids = engine
+        .tokenizer()
+        .encode("The lighthouse keeper counted the ships.", true)
+        .unwrap();
+    let mut s = session(&engine, 256, 64);
+    prefill(&engine, &mut s, &ids);
+    let good = engine.snapshot(&s).unwrap();
+
+    // offsets: magic 0..5, version 5..9, model sha256 9..41, arch length 41..45, "gemma3"
+    // 45..51, n_layer 51..55, n_kv_head 55..59
+    let altered = |at: usize, value: u8, sealed: bool| {
+        let mut b = good.clone();
+        b[at] = value;
+        if sealed {
+            reseal(&mut b);
+        }
+        b
+    };
+    let mid = good.len() / 2;
+    let cases: Vec<(&str, Vec<u8>, &str)> = vec![
+        (
+            "another model",
+            altered(9, good[9] ^ 0xff, true),
+            "model sha256",
+        ),
+        ("other layer count", altered(51, 26, true), "n_layer"),
+        ("other KV heads", altered(55, 4, true), "n_kv_head"),
+        ("format version 2", altered(5, 2, false), "format version"),
+        ("truncated", good[..good.len() - 100].to_vec(), "corrupt"),
+        (
+            "bit flip in K/V",
+            altered(mid, good[mid] ^ 0x04, false),
+            "corrupt",
+        ),
+        ("empty", Vec::new(), "corrupt"),
+    ];
+    let mut fresh = session(&engine, 256, 64);
+    let want = prefill(&engine, &mut fresh, &ids);
+    for (name, bytes, expected) in cases {
+        // the session holds something before each attempt
+        s.clear();
+        prefill(&engine, &mut s, &ids[..4]);
+        let err = engine.restore(&mut s, &bytes).expect_err(name);
+        match (&err, expected) {
+            (Error::SnapshotMismatch { field, .. }, named) => {
+                assert_eq!(*field, named, "{name}: {err}")
+            }
+            (Error::SnapshotCorrupt(_), "corrupt") => {}
+            _ => panic!("{name}: expected {expected}, got {err:?}"),
+        }
+        assert!(s.is_empty(), "{name}: the session is left empty");
+        let got = prefill(&engine, &mut s, &ids);
+        assert!(
+            max_diff(&want, &got) < LOGIT_TOLERANCE,
+            "{name}: the session is usable"
+        );
+    }
+    // and the unaltered snapshot still restores
+    s.clear();
+    engine.restore(&mut s, &good).unwrap();
+    assert_eq!(s.tokens(), &ids[..]);
+}
+
+#[test]
+fn draft_edits_end_in_the_cache_of_the_final_text() {
+    let engine = load_engine(1024, 512);
+    let history = vec![
+        ChatMessage::system("Answer in one sentence."),
+        ChatMessage::user("Hi!"),
+        ChatMessage::assistant("Hello, how can I help?"),
+    ];
+    let paste = "Here is the paragraph I mentioned: the harbour was quiet that winter, the \
+                 boats stayed tied up for weeks, and the fishermen repaired their nets in the \
+                 old church hall while the wind blew snow across the empty quay.";
+    let edits = [
+        ("first words", "Tell me about".to_string()),
+        ("append", "Tell me about the sea".to_string()),
+        ("delete in the middle", "Tell me the sea".to_string()),
+        ("paste", format!("Tell me the sea. {paste}")),
+        (
+            "edit before the paste",
+            format!("Tell me of the sea. {paste} Thanks"),
+        ),
+    ];
+    let mut s = session(&engine, 1024, 512);
+    let never = || false;
+    for (name, draft) in &edits {
+        let before = s.tokens().to_vec();
+        let outcome = engine
+            .prefill_draft(&mut s, &history, draft, &never)
+            .unwrap();
+        let want_ids = engine
+            .tokenizer()
+            .encode(&render_open_user_turn(&history, draft), true)
+            .unwrap();
+        assert_eq!(s.tokens(), &want_ids[..], "{name}: tokens");
+        assert!(!outcome.superseded);
+        assert_eq!(outcome.reused + outcome.prefilled, want_ids.len());
+        // only what changed was prefilled: the common prefix with the previous cache was kept
+        let common = before
+            .iter()
+            .zip(&want_ids)
+            .take_while(|(a, b)| a == b)
+            .count();
+        assert_eq!(outcome.reused, common, "{name}: reused prefix");
+
+        let mut fresh = session(&engine, 1024, 512);
+        prefill(&engine, &mut fresh, &want_ids);
+        let diff = max_diff(&probe(&engine, &mut fresh), &probe(&engine, &mut s));
+        assert!(
+            diff < LOGIT_TOLERANCE,
+            "{name}: next-token logits differ by {diff}"
+        );
+    }
+}
+
+#[test]
+fn a_stale_draft_stops_at_a_chunk_boundary_and_keeps_what_it_prefilled() {
+    let engine = load_engine(1024, 512);
+    assert_eq!(engine.draft_chunk(), 32);
+    let draft = "Please summarize the following notes about the village fair: the bakery sold \
+                 out of rye bread by noon, the brass band played twice, and the raffle raised \
+                 enough money to repair the roof of the school gym before winter.";
+    let mut s = session(&engine, 1024, 512);
+    // stale after one chunk
+    let calls = std::cell::Cell::new(0);
+    let stale = || {
+        calls.set(calls.get() + 1);
+        calls.get() > 1
+    };
+    let outcome = engine.prefill_draft(&mut s, &[], draft, &stale).unwrap();
+    assert!(outcome.superseded);
+    assert_eq!(outcome.prefilled, 32);
+    assert_eq!(s.len(), 32);
+    // the next draft reuses that chunk
+    let outcome = engine.prefill_draft(&mut s, &[], draft, &|| false).unwrap();
+    assert_eq!((outcome.reused, outcome.superseded), (32, false));
+    assert_eq!(s.len(), outcome.tokens);
+}
+
+fn spawn(context: usize) -> EngineHandle {
+    EngineHandle::spawn(EngineConfig {
+        model_path: model_path(),
+        context,
+        warm_up: false,
+        ..EngineConfig::default()
+    })
+    .expect("engine")
+}
+
+fn greedy_params(max_tokens: usize) -> GenerateParams {
+    GenerateParams {
+        max_tokens,
+        sampling: SamplingParams::greedy(),
+        stop_strings: vec![],
+    }
+}
+
+#[test]
+fn a_burst_of_drafts_returns_at_once_and_send_reuses_the_last_one() {
+    let handle = spawn(1024);
+    let history = vec![
+        ChatMessage::user("I am planning a garden."),
+        ChatMessage::assistant("Lovely! What would you like to grow?"),
+    ];
+    let message = "Mostly tomatoes, some basil, and a few sunflowers along the fence.";
+    // one draft per keystroke-ish: 20 growing prefixes
+    let drafts: Vec<String> = (1..=20)
+        .map(|i| message[..(message.len() * i / 20)].to_string())
+        .collect();
+    let t0 = Instant::now();
+    for d in &drafts {
+        handle.set_draft(history.clone(), d.clone()).unwrap();
+    }
+    let took = t0.elapsed();
+    assert!(
+        took < Duration::from_millis(100),
+        "20 set_draft calls took {took:?}"
+    );
+
+    let want = handle
+        .tokenizer()
+        .encode(&render_open_user_turn(&history, message), true)
+        .unwrap();
+    assert_eq!(
+        handle.session_tokens().unwrap(),
+        want,
+        "the cache holds the last draft"
+    );
+
+    let sent = handle
+        .send(history.clone(), message.to_string(), greedy_params(24))
+        .unwrap()
+        .wait(|_| {})
+        .unwrap();
+    assert_eq!(sent.stats.reused_tokens, want.len(), "{:?}", sent.stats);
+
+    handle.reset_session().unwrap();
+    let mut conversation = history.clone();
+    conversation.push(ChatMessage::user(message));
+    let cold = handle
+        .generate(Prompt::Chat(conversation), greedy_params(24))
+        .unwrap()
+        .wait(|_| {})
+        .unwrap();
+    assert_eq!(cold.stats.reused_tokens, 0);
+    assert_eq!(sent.ids, cold.ids);
+    assert_eq!(sent.text, cold.text);
+}
+
+#[test]
+fn snapshots_round_trip_through_the_engine_handle() {
+    let handle = spawn(512);
+    let chat = vec![ChatMessage::user("Name three rivers.")];
+    handle
+        .generate(Prompt::Chat(chat.clone()), greedy_params(8))
+        .unwrap()
+        .wait(|_| {})
+        .unwrap();
+    let tokens = handle.session_tokens().unwrap();
+    let bytes = handle.snapshot().unwrap();
+    handle.reset_session().unwrap();
+    assert!(handle.session_tokens().unwrap().is_empty());
+    handle.restore(bytes.clone()).unwrap();
+    assert_eq!(handle.session_tokens().unwrap(), tokens);
+
+    let mut damaged = bytes;
+    damaged.truncate(damaged.len() / 2);
+    let err = handle.restore(damaged).unwrap_err();
+    assert_eq!(err.code(), "snapshot_corrupt", "{err}");
+    assert!(handle.session_tokens().unwrap().is_empty());
+}
+
+#[test]
+fn a_memory_budget_sizes_the_context_and_memory_grows_with_use() {
+    let engine = load_engine(4096, 512);
+    let unlimited = session(&engine, 4096, 512);
+    assert_eq!(unlimited.context(), 4096);
+    let per_token = unlimited.kv_bytes_per_token() as u64;
+
+    // Gemma 3 270M: 3 global layers of 2 KiB per position, 15 sliding rings of 512 + 512
+    let full = |context: u64| (3 * context + 15 * 1024) * 2048;
+    assert_eq!(per_token, full(4096) / 4096);
+    let budgeted = engine
+        .new_session_with(SessionConfig {
+            context: 4096,
+            prefill_chunk: 512,
+            memory_budget_bytes: Some(full(1024) + 1000),
+        })
+        .unwrap();
+    assert_eq!(budgeted.context(), 1024);
+
+    let err = engine
+        .new_session_with(SessionConfig {
+            context: 4096,
+            prefill_chunk: 512,
+            memory_budget_bytes: Some(1_000_000),
+        })
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::MemoryBudgetTooSmall {
+                budget: 1_000_000,
+                tokens: 256,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    assert!(err.to_string().contains("raise the budget"), "{err}");
+
+    // the engine refuses such a budget at load, before any request
+    let load = Engine::load(EngineConfig {
+        model_path: model_path(),
+        context: 4096,
+        memory_budget_bytes: Some(1_000_000),
+        warm_up: false,
+        ..EngineConfig::default()
+    });
+    assert_eq!(
+        load.err().map(|e| e.code().to_string()).as_deref(),
+        Some("memory_budget_too_small")
+    );
+
+    // global layers take memory a page at a time as positions are written
+    let mut s = budgeted;
+    let rings = 15 * 1024 * 2048;
+    assert_eq!(s.kv_allocated_bytes(), rings);
+    prefill(&engine, &mut s, &prose(&engine, PAGE_SIZE + 4));
+    assert_eq!(s.kv_allocated_bytes(), rings + 3 * 2 * PAGE_SIZE * 2048);
+}
+
+#[test]
+fn a_full_context_is_a_defined_result() {
+    let engine = load_engine(64, 64);
+    let mut s = engine.new_session().unwrap();
+    let ids = prose(&engine, 60);
+    prefill(&engine, &mut s, &ids[..50]);
+    // prefill past the end: an error saying by how much, the session untouched
+    let err = s
+        .prefill(engine.model(), &ids[50..60].repeat(2))
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::ContextFull {
+                needed: 70,
+                capacity: 64,
+                over: 6
+            }
+        ),
+        "{err:?}"
+    );
+    assert_eq!(s.tokens(), &ids[..50]);
+    prefill(&engine, &mut s, &ids[50..52]);
+
+    // a generation that reaches the end stops with ContextFull and keeps its text
+    let prompt = engine
+        .tokenizer()
+        .encode("1, 2, 3, 4, 5, 6, 7,", true)
+        .unwrap();
+    let mut params = greedy_params(1000);
+    params.sampling.repetition_penalty = 1.0;
+    let mut streamed = String::new();
+    let mut s = engine.new_session().unwrap();
+    let g = engine
+        .generate(
+            &mut s,
+            &prompt,
+            &params,
+            &AtomicBool::new(false),
+            &mut |t| streamed.push_str(t),
+        )
+        .unwrap();
+    assert_eq!(g.stop_reason, StopReason::ContextFull, "{:?}", g.text);
+    // the last sampled token is returned without being fed back, so it takes no position
+    assert_eq!(prompt.len() + g.ids.len(), 64 + 1);
+    assert_eq!(s.len(), 64);
+    assert!(!g.text.is_empty());
+    assert_eq!(streamed, g.text);
+}
