@@ -28,6 +28,8 @@ enum Command {
     Generate(commands::generate::Args),
     /// Chat in the terminal; Ctrl-C stops the current reply.
     Chat(commands::chat::Args),
+    /// Measure load, first token, prefill, decode, memory and the typing scenario.
+    Bench(commands::bench::Args),
 }
 
 fn main() -> ExitCode {
@@ -52,6 +54,7 @@ fn main() -> ExitCode {
         Command::Score(a) => commands::score::run(a),
         Command::Generate(a) => commands::generate::run(a),
         Command::Chat(a) => commands::chat::run(a),
+        Command::Bench(a) => commands::bench::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

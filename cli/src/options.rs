@@ -94,6 +94,7 @@ impl SamplingOptions {
                 ..Default::default()
             },
             stop_strings: self.stop.clone(),
+            ignore_eos: false,
         }
     }
 }

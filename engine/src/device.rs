@@ -126,3 +126,8 @@ pub fn set_threads(n: usize) {
         std::env::set_var("RAYON_NUM_THREADS", &n);
     }
 }
+
+/// The number of compute threads in use (the global rayon pool that runs our kernels).
+pub fn configured_threads() -> usize {
+    rayon::current_num_threads()
+}

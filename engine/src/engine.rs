@@ -64,6 +64,8 @@ pub struct ModelInfo {
     pub training_context: usize,
     pub device: DeviceChoice,
     pub load_seconds: f64,
+    /// K and V bytes per token of context, averaged over the session's full context.
+    pub kv_bytes_per_token: usize,
 }
 
 /// One scored position: the distribution after reading `ids[..pos]`.
@@ -122,6 +124,7 @@ impl Engine {
             training_context: gc.context_length,
             device: used,
             load_seconds: 0.0,
+            kv_bytes_per_token: 0,
         };
         let mut engine = Engine {
             model,
@@ -131,6 +134,7 @@ impl Engine {
             device_notice,
             model_sha256: OnceLock::new(),
         };
+        engine.info.kv_bytes_per_token = engine.new_session()?.kv_bytes_per_token();
         if engine.config.warm_up {
             engine.warm_up()?;
         }

@@ -19,6 +19,9 @@ pub struct GenerateParams {
     pub sampling: SamplingParams,
     /// Generation stops before any of these strings; the string itself is not emitted.
     pub stop_strings: Vec<String>,
+    /// Keep going past `<eos>`/`<end_of_turn>` (benchmarks that need a fixed token count,
+    /// like llama-bench's tg128).
+    pub ignore_eos: bool,
 }
 
 impl Default for GenerateParams {
@@ -27,6 +30,7 @@ impl Default for GenerateParams {
             max_tokens: 512,
             sampling: SamplingParams::default(),
             stop_strings: Vec::new(),
+            ignore_eos: false,
         }
     }
 }
@@ -165,7 +169,7 @@ impl Engine {
             }
             let id = sampler.sample(&mut logits, &history);
             first_token_at.get_or_insert_with(|| t0.elapsed().as_secs_f64());
-            if stop_ids.contains(&id) {
+            if stop_ids.contains(&id) && !params.ignore_eos {
                 break StopReason::EndOfTurn;
             }
             ids.push(id);

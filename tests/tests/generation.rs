@@ -14,6 +14,7 @@ fn params(max_tokens: usize, sampling: SamplingParams) -> GenerateParams {
         max_tokens,
         sampling,
         stop_strings: vec![],
+        ignore_eos: false,
     }
 }
 

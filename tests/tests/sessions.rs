@@ -375,6 +375,7 @@ fn greedy_params(max_tokens: usize) -> GenerateParams {
         max_tokens,
         sampling: SamplingParams::greedy(),
         stop_strings: vec![],
+        ignore_eos: false,
     }
 }
 

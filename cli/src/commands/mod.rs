@@ -1,3 +1,4 @@
+pub mod bench;
 pub mod chat;
 pub mod generate;
 pub mod score;
