@@ -107,7 +107,7 @@ impl Engine {
         let gc: &GemmaConfig = model.config();
         // Decided here so that a budget too small for even one page fails the load clearly.
         let context = context_for_budget(
-            &KvShape::of(gc),
+            &KvShape::of(gc, crate::kv_cache::element_bytes(&device)),
             config.context,
             model.max_context(),
             config.prefill_chunk,
@@ -210,7 +210,7 @@ impl Engine {
             return Err(Error::InvalidArgument("the prefill chunk must be at least 1 token".into()));
         }
         let context = context_for_budget(
-            &KvShape::of(self.model.config()),
+            &KvShape::of(self.model.config(), crate::kv_cache::element_bytes(self.model.device())),
             config.context,
             self.model.max_context(),
             config.prefill_chunk,

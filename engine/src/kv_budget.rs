@@ -38,10 +38,12 @@ pub struct KvShape {
     pub head_dim: usize,
     /// Sliding window; `None` when every layer is global.
     pub window: Option<usize>,
+    pub element_bytes: usize,
 }
 
 impl KvShape {
-    pub fn of(config: &GemmaConfig) -> Self {
+    /// `element_bytes`: bytes of one stored value (`kv_cache::element_bytes` of the device).
+    pub fn of(config: &GemmaConfig, element_bytes: usize) -> Self {
         let n_sliding = (0..config.n_layer)
             .filter(|&il| config.is_sliding(il))
             .count();
@@ -51,12 +53,13 @@ impl KvShape {
             n_kv_head: config.n_kv_head,
             head_dim: config.head_dim,
             window: config.sliding_window,
+            element_bytes,
         }
     }
 
     /// Bytes of K and V for one position of one layer.
     pub fn bytes_per_position(&self) -> u64 {
-        (2 * self.n_kv_head * self.head_dim * std::mem::size_of::<f32>()) as u64
+        (2 * self.n_kv_head * self.head_dim * self.element_bytes) as u64
     }
 
     /// Ring slots of a sliding layer: a whole chunk can be written before attention without
@@ -123,6 +126,7 @@ mod tests {
             n_kv_head: 1,
             head_dim: 256,
             window: Some(512),
+            element_bytes: 4,
         }
     }
 

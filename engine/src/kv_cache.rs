@@ -26,6 +26,7 @@
 use std::ops::Range;
 
 use candle_core::{DType, Device, Tensor};
+use half::f16;
 
 use crate::error::{Error, Result};
 use crate::gguf::GemmaConfig;
@@ -35,13 +36,13 @@ use crate::kv_budget::{KvShape, PAGE_SIZE};
 /// `model::flash_attention`), device tensors elsewhere. `slots` is the positions allocated.
 #[derive(Debug)]
 enum LayerCache {
-    Host { k: Vec<f32>, v: Vec<f32>, slots: usize },
+    Host { k: Vec<f16>, v: Vec<f16>, slots: usize },
     Device { k: Tensor, v: Tensor },
 }
 
 /// A layer's live K/V for attention.
 pub(crate) enum LayerView<'a> {
-    Host { k: &'a [f32], v: &'a [f32], slots: usize, used: usize },
+    Host { k: &'a [f16], v: &'a [f16], slots: usize, used: usize },
     Device { k: Tensor, v: Tensor },
 }
 
@@ -74,7 +75,7 @@ impl KvCache {
             ));
         }
         let window = config.sliding_window.unwrap_or(context);
-        let ring = KvShape::of(config).ring(context, chunk);
+        let ring = KvShape::of(config, element_bytes(device)).ring(context, chunk);
         let (n_kv, d) = (config.n_kv_head, config.head_dim);
         let mut layers = Vec::with_capacity(config.n_layer);
         let mut sliding = Vec::with_capacity(config.n_layer);
@@ -151,7 +152,7 @@ impl KvCache {
     /// sliding layer's ring is shared out over the context, a global layer costs a whole
     /// position per token.
     pub fn bytes_per_token(&self) -> usize {
-        let per_layer = 2 * self.n_kv_head * self.head_dim * 4;
+        let per_layer = 2 * self.n_kv_head * self.head_dim * self.element_bytes();
         let total: usize = self
             .sliding
             .iter()
@@ -162,8 +163,13 @@ impl KvCache {
 
     /// Bytes of K and V allocated now: the rings and the global layers' pages so far.
     pub fn allocated_bytes(&self) -> usize {
-        let per_slot = 2 * self.n_kv_head * self.head_dim * 4;
+        let per_slot = 2 * self.n_kv_head * self.head_dim * self.element_bytes();
         (0..self.layers.len()).map(|l| self.slots(l) * per_slot).sum()
+    }
+
+    /// Bytes of one stored K or V value: f16 on the host, f32 on devices.
+    fn element_bytes(&self) -> usize {
+        element_bytes(&self.device)
     }
 
     /// Forget everything (the memory, pages included, stays allocated for reuse).
@@ -310,17 +316,14 @@ impl KvCache {
     ) -> candle_core::Result<(Vec<f32>, Vec<f32>)> {
         let (n_kv, d) = (self.n_kv_head, self.head_dim);
         let slots = self.slots(layer);
-        let gathered = |k: &[f32], v: &[f32]| {
-            (
-                gather(k, slots, positions.clone(), n_kv, d),
-                gather(v, slots, positions.clone(), n_kv, d),
-            )
-        };
         match &self.layers[layer] {
-            LayerCache::Host { k, v, .. } => Ok(gathered(k, v)),
-            LayerCache::Device { k, v } => Ok(gathered(
-                &k.flatten_all()?.to_vec1::<f32>()?,
-                &v.flatten_all()?.to_vec1::<f32>()?,
+            LayerCache::Host { k, v, .. } => Ok((
+                gather(k, slots, positions.clone(), n_kv, d),
+                gather(v, slots, positions, n_kv, d),
+            )),
+            LayerCache::Device { k, v } => Ok((
+                gather(&k.flatten_all()?.to_vec1::<f32>()?, slots, positions.clone(), n_kv, d),
+                gather(&v.flatten_all()?.to_vec1::<f32>()?, slots, positions, n_kv, d),
             )),
         }
     }
@@ -344,7 +347,7 @@ impl KvCache {
         start: usize,
         k: &[f32],
         v: &[f32],
-    ) -> candle_core::Result<(&[f32], &[f32], usize, usize)> {
+    ) -> candle_core::Result<(&[f16], &[f16], usize, usize)> {
         let (n_kv, d) = (self.n_kv_head, self.head_dim);
         let seq = k.len() / (n_kv * d);
         self.ensure_slots(layer, start + seq)?;
@@ -358,8 +361,8 @@ impl KvCache {
             for h in 0..n_kv {
                 let dst = (h * slots + slot) * d;
                 let src = (i * n_kv + h) * d;
-                kc[dst..dst + d].copy_from_slice(&k[src..src + d]);
-                vc[dst..dst + d].copy_from_slice(&v[src..src + d]);
+                store(&mut kc[dst..dst + d], &k[src..src + d]);
+                store(&mut vc[dst..dst + d], &v[src..src + d]);
             }
         }
         Ok((kc, vc, slots, used))
@@ -433,22 +436,36 @@ impl KvCache {
 }
 
 /// An empty vector with room reserved for `capacity` values, `len` of them zeroed.
-fn reserved(capacity: usize, len: usize) -> Result<Vec<f32>> {
+fn reserved(capacity: usize, len: usize) -> Result<Vec<f16>> {
     let mut buf = Vec::new();
     buf.try_reserve_exact(capacity).map_err(|e| {
         Error::InvalidArgument(format!(
             "cannot reserve {} bytes for the KV cache: {e}",
-            capacity * std::mem::size_of::<f32>()
+            capacity * std::mem::size_of::<f16>()
         ))
     })?;
-    buf.resize(len, 0.0);
+    buf.resize(len, f16::ZERO);
     Ok(buf)
+}
+
+/// Bytes of one stored K or V value on `device`. The host cache stores f16, as llama.cpp's
+/// default KV cache type does (the values are rounded to f16 before attention either way, so
+/// storing them as f16 changes no result and halves the memory).
+pub(crate) fn element_bytes(device: &Device) -> usize {
+    if device.is_cpu() { 2 } else { 4 }
+}
+
+/// `dst = f16(src)`, round to nearest even (ggml `GGML_FP32_TO_FP16`).
+fn store(dst: &mut [f16], src: &[f32]) {
+    for (d, &s) in dst.iter_mut().zip(src) {
+        *d = f16::from_f32(s);
+    }
 }
 
 /// Grow a host layer `[n_kv, old, d]` to `[n_kv, new, d]`. Heads are moved from the last one
 /// down, each to its new offset, so no head overwrites one not yet moved.
-fn grow_host(buf: &mut Vec<f32>, old: usize, new: usize, n_kv: usize, d: usize) {
-    buf.resize(n_kv * new * d, 0.0);
+fn grow_host(buf: &mut Vec<f16>, old: usize, new: usize, n_kv: usize, d: usize) {
+    buf.resize(n_kv * new * d, f16::ZERO);
     for h in (1..n_kv).rev() {
         buf.copy_within(h * old * d..(h + 1) * old * d, h * new * d);
     }
@@ -479,7 +496,7 @@ fn write_device(cache: &Tensor, new: &Tensor, start: usize) -> candle_core::Resu
 /// Copy `src` (`[n_kv, seq, d]`) into the slots of positions `start..start+seq` of `dst`
 /// (`[n_kv, slots, d]`).
 fn scatter(
-    dst: &mut [f32],
+    dst: &mut [f16],
     src: &[f32],
     slots: usize,
     start: usize,
@@ -491,18 +508,24 @@ fn scatter(
         for i in 0..seq {
             let at = (h * slots + (start + i) % slots) * d;
             let from = (h * seq + i) * d;
-            dst[at..at + d].copy_from_slice(&src[from..from + d]);
+            store(&mut dst[at..at + d], &src[from..from + d]);
         }
     }
 }
 
 /// The inverse of [`scatter`]: positions `positions` of `src` as `[n_kv, count, d]`.
-fn gather(src: &[f32], slots: usize, positions: Range<usize>, n_kv: usize, d: usize) -> Vec<f32> {
+fn gather<T: Copy + Into<f32>>(
+    src: &[T],
+    slots: usize,
+    positions: Range<usize>,
+    n_kv: usize,
+    d: usize,
+) -> Vec<f32> {
     let mut out = Vec::with_capacity(n_kv * positions.len() * d);
     for h in 0..n_kv {
         for p in positions.clone() {
             let at = (h * slots + p % slots) * d;
-            out.extend_from_slice(&src[at..at + d]);
+            out.extend(src[at..at + d].iter().map(|&x| x.into()));
         }
     }
     out
@@ -542,7 +565,8 @@ mod tests {
         for h in 0..2 {
             for p in start..start + seq {
                 for j in 0..4 {
-                    out.push(salt + h as f32 * 10_000.0 + p as f32 * 10.0 + j as f32);
+                    // distinct for nearby positions and exact in f16 (the host stores f16)
+                    out.push(((h * 7 + p * 3 + j) % 1000) as f32 + salt);
                 }
             }
         }
@@ -566,7 +590,7 @@ mod tests {
     #[test]
     fn global_layers_grow_by_pages_and_keep_their_data() {
         let mut cache = KvCache::new(&config(), 1000, 2, &Device::Cpu).unwrap();
-        let per_slot = 2 * 2 * 4 * 4;
+        let per_slot = 2 * 2 * 4 * 2; // K and V, 2 heads of 4, f16
         let rings = 2 * 6 * per_slot;
         assert_eq!(cache.allocated_bytes(), rings, "no global page before use");
         fill(&mut cache, 3, 2);

@@ -44,8 +44,8 @@ impl Visibility<'_> {
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn attention(
     q: &[f32],
-    k: &[f32],
-    v: &[f32],
+    k: &[f16],
+    v: &[f16],
     slots: usize,
     used: usize,
     n_head: usize,
@@ -71,7 +71,7 @@ pub(crate) fn attention(
     out
 }
 
-fn one_row(q: &[f32], k: &[f32], v: &[f32], d: usize, visible: impl Fn(usize) -> bool, out: &mut [f32]) {
+fn one_row(q: &[f32], k: &[f16], v: &[f16], d: usize, visible: impl Fn(usize) -> bool, out: &mut [f32]) {
     #[cfg(target_arch = "x86_64")]
     {
         if d % 32 == 0 && simd::available() {
@@ -85,8 +85,8 @@ fn one_row(q: &[f32], k: &[f32], v: &[f32], d: usize, visible: impl Fn(usize) ->
 
 fn one_row_scalar(
     q: &[f32],
-    k: &[f32],
-    v: &[f32],
+    k: &[f16],
+    v: &[f16],
     d: usize,
     visible: impl Fn(usize) -> bool,
     out: &mut [f32],
@@ -123,18 +123,18 @@ fn one_row_scalar(
 }
 
 #[inline]
-fn dot(a: &[f32], b: &[f32]) -> f32 {
+fn dot(a: &[f16], b: &[f32]) -> f32 {
     // 8 independent lanes, as ggml's SIMD dot keeps several accumulators.
     let mut lanes = [0f32; 8];
     let chunks = a.len() / 8;
     for c in 0..chunks {
         for l in 0..8 {
-            lanes[l] += a[c * 8 + l] * b[c * 8 + l];
+            lanes[l] += a[c * 8 + l].to_f32() * b[c * 8 + l];
         }
     }
     let mut s: f32 = lanes.iter().sum();
     for i in chunks * 8..a.len() {
-        s += a[i] * b[i];
+        s += a[i].to_f32() * b[i];
     }
     s
 }
@@ -150,9 +150,9 @@ fn scale_f16(acc: &mut [f16], s: f32) {
 /// `acc = f16(f32(acc) + v * s)`, ggml's `ggml_vec_mad_f16` (V is f16-exact). Plain `a + x*s`
 /// rather than `mul_add`: without compile-time FMA, `mul_add` is a slow libm call.
 #[inline]
-fn mad_f16(acc: &mut [f16], v: &[f32], s: f32) {
+fn mad_f16(acc: &mut [f16], v: &[f16], s: f32) {
     for (a, &x) in acc.iter_mut().zip(v) {
-        *a = f16::from_f32(a.to_f32() + x * s);
+        *a = f16::from_f32(a.to_f32() + x.to_f32() * s);
     }
 }
 
@@ -162,12 +162,20 @@ mod simd {
     //! FMA accumulators over 32-element steps), `ggml_vec_scale_f16` and `ggml_vec_mad_f16`
     //! (convert the f16 accumulator to f32, multiply or fuse-multiply-add, convert back with
     //! round-to-nearest-even).
+    use half::f16;
     use std::arch::x86_64::*;
 
     pub(super) fn available() -> bool {
         std::arch::is_x86_feature_detected!("avx2")
             && std::arch::is_x86_feature_detected!("fma")
             && std::arch::is_x86_feature_detected!("f16c")
+    }
+
+    /// `f16` is a transparent 16-bit value: its slices are read as raw halves.
+    #[inline]
+    fn bits(p: &[f16]) -> &[u16] {
+        // SAFETY: `half::f16` is `#[repr(transparent)]` over `u16`; same size and alignment.
+        unsafe { std::slice::from_raw_parts(p.as_ptr() as *const u16, p.len()) }
     }
 
     #[inline]
@@ -207,12 +215,12 @@ mod simd {
         _mm_cvtss_f32(s)
     }
 
-    /// `d % 32 == 0`; K/V rows hold f16-exact values.
+    /// `d % 32 == 0`.
     #[target_feature(enable = "avx2,fma,f16c")]
     pub(super) unsafe fn one_row(
         q: &[f32],
-        k: &[f32],
-        v: &[f32],
+        k: &[f16],
+        v: &[f16],
         d: usize,
         visible: impl Fn(usize) -> bool,
         out: &mut [f32],
@@ -235,11 +243,11 @@ mod simd {
             if !visible(slot) {
                 continue;
             }
-            let krow = &k[slot * d..(slot + 1) * d];
+            let krow = bits(&k[slot * d..(slot + 1) * d]);
             let mut s4 = [_mm256_setzero_ps(); 4];
             for i in (0..d).step_by(32) {
                 for (j, s) in s4.iter_mut().enumerate() {
-                    *s = _mm256_fmadd_ps(load_f32(krow, i + 8 * j), load_f32(&qf, i + 8 * j), *s);
+                    *s = _mm256_fmadd_ps(load_f16(krow, i + 8 * j), load_f32(&qf, i + 8 * j), *s);
                 }
             }
             let s = hsum(_mm256_add_ps(_mm256_add_ps(s4[0], s4[2]), _mm256_add_ps(s4[1], s4[3])));
@@ -258,10 +266,10 @@ mod simd {
                 ms = 1.0;
                 vs = (s - m).exp();
             }
-            let vrow = &v[slot * d..(slot + 1) * d];
+            let vrow = bits(&v[slot * d..(slot + 1) * d]);
             let f = _mm256_set1_ps(vs);
             for i in (0..d).step_by(8) {
-                let a = _mm256_fmadd_ps(load_f32(vrow, i), f, load_f16(&acc, i));
+                let a = _mm256_fmadd_ps(load_f16(vrow, i), f, load_f16(&acc, i));
                 store_f16(&mut acc, i, a);
             }
             sum = sum * ms + vs;
@@ -278,6 +286,10 @@ mod simd {
 mod tests {
     use super::*;
 
+    fn to_f16(x: &[f32]) -> Vec<f16> {
+        x.iter().map(|&v| f16::from_f32(v)).collect()
+    }
+
     /// Against a plain f32 softmax attention: equal within f16 accumulation error.
     #[test]
     fn matches_reference_softmax_attention() {
@@ -290,7 +302,8 @@ mod tests {
         let v: Vec<f32> = (0..n_kv * slots * d).map(|i| r16(f(i + 11))).collect();
         let used = start + seq;
         let vis = Visibility { slot_pos: SlotPositions::Identity, window: Some(4) };
-        let out = attention(&q, &k, &v, slots, used, n_head, n_kv, d, start, seq, &vis);
+        let (k16, v16) = (to_f16(&k), to_f16(&v));
+        let out = attention(&q, &k16, &v16, slots, used, n_head, n_kv, d, start, seq, &vis);
         for qi in 0..seq {
             for h in 0..n_head {
                 let kvh = h / (n_head / n_kv);
@@ -328,6 +341,7 @@ mod tests {
         let v: Vec<f32> = (0..used * d).map(|i| r16(f(i + 17))).collect();
         let mut a = vec![0f32; d];
         let mut b = vec![0f32; d];
+        let (k, v) = (to_f16(&k), to_f16(&v));
         one_row(&q, &k, &v, d, |s| s % 3 != 1, &mut a);
         one_row_scalar(&q, &k, &v, d, |s| s % 3 != 1, &mut b);
         for (x, y) in a.iter().zip(&b) {

@@ -8,13 +8,12 @@
 //!
 //! Numerics follow llama.cpp `src/models/gemma3.cpp` and ggml's CPU ops: RMSNorm sums squares
 //! in f64 (`ggml_compute_forward_rms_norm_f32`), then multiplies by the weight; K and V are
-//! rounded to f16 as ggml's f16 KV cache stores them; GELU is the tanh form in f32.
+//! stored as f16, as in ggml's default KV cache; GELU is the tanh form in f32.
 
 use super::flash_attention::{self, SlotPositions, Visibility};
 use super::{Gemma3, Output};
 use crate::error::Result;
 use crate::kv_cache::KvCache;
-use half::f16;
 
 impl Gemma3 {
     /// One step of `tokens` at positions `cache.len()..` on the CPU; returns the final hidden
@@ -42,7 +41,7 @@ impl Gemma3 {
             rms_norm_into(&x, &layer.attn_norm.host, c.rms_eps, &mut h);
             let mut q = layer.q.matmul_host(&h, seq)?;
             let mut k = layer.k.matmul_host(&h, seq)?;
-            let mut v = layer.v.matmul_host(&h, seq)?;
+            let v = layer.v.matmul_host(&h, seq)?;
             rms_norm_rows(&mut q, &layer.q_norm.host, c.rms_eps);
             rms_norm_rows(&mut k, &layer.k_norm.host, c.rms_eps);
             let rope = if layer.sliding {
@@ -64,8 +63,6 @@ impl Gemma3 {
                     }
                 }
             }
-            round_f16(&mut k);
-            round_f16(&mut v);
             let (kc, vc, slots, used) = cache.write_host(il, start, &k, &v)?;
             let vis = Visibility {
                 slot_pos: if layer.sliding {
@@ -145,11 +142,6 @@ fn gelu(x: f32) -> f32 {
     0.5 * x * (1.0 + (SQRT_2_OVER_PI * x * (1.0 + COEF_A * x * x)).tanh())
 }
 
-fn round_f16(x: &mut [f32]) {
-    for v in x.iter_mut() {
-        *v = f16::from_f32(*v).to_f32();
-    }
-}
 
 #[cfg(test)]
 mod tests {
