@@ -6,7 +6,7 @@
 //! (`ggml-common.h`); `dequantize_row_q4_K`, `dequantize_row_q6_K`, `quantize_row_q8_K_ref` and
 //! `get_scale_min_k4` (`ggml-quants.c`); the dot products `ggml_vec_dot_q4_K_q8_K` and
 //! `ggml_vec_dot_q6_K_q8_K`, as their `__AVX2__` branches (`ggml-cpu/arch/x86/quants.c`) and as
-//! the portable `_generic` versions (`ggml-cpu/quants.c`) for CPUs without AVX2+FMA. The
+//! the portable `_generic` versions (`ggml-cpu/quants.c`) for CPUs without AVX2+FMA+F16C. The
 //! integer part of every dot product is exact and identical in both kernels; only the f32
 //! scaling and accumulation order differ between them, as between ggml's two versions.
 //!
@@ -14,10 +14,29 @@
 //! multiple of 8 and multiplies them with `ggml_gemv_q4_K_8x8_q8_K` instead: the same integer
 //! sums, scaled and accumulated in f32 in a different order (differences near 1e-7 relative).
 //!
-//! Work is split across output rows, as in `q8_matmul`: each weight row is read once per call
-//! and dotted with every activation row while it is in cache.
+//! Work is split across output rows, as in `q8_matmul`. The one-row AVX2 kernel decodes a
+//! weight super-block (Q4_K: 6-bit scales and mins unpacked, nibbles split; Q6_K: low nibbles
+//! and high bit pairs recombined) for every activation row it meets, which for a prompt is most
+//! of the work. So on AVX2 the rows go through register tiles (`avx2::tile_q4_k`,
+//! `avx2::tile_q6_k`) that decode each 32-value sub-block of `RM` weight rows once and dot it
+//! with `RN` activation rows, each activation vector loaded once for the `RM` weight rows:
 //!
-//! Tested against dequantize-then-multiply below.
+//! - prompts (m ≥ 4): 1 weight row × 8 activation rows, then 1 × 4 for the rest, the one-row
+//!   kernel for the last m mod 4. Measured against 2 × 4, 1 × 4, 1 × 6, 1 × 12, 2 × 2 and
+//!   others: the 8 i32 sums plus the decoded sub-block and its scales about fill the 16
+//!   registers, and one weight row per tile leaves the decode to be shared 8 ways.
+//! - decode (and m < 4), Q4_K: 4 weight rows × 1 activation row, four independent chains with
+//!   each activation vector loaded once. Q6_K keeps the one-row kernel: its tiles measured no
+//!   faster, as its decode is per weight row either way and is most of the work.
+//!
+//! A tile computes every output's i32 lanes exactly as the one-row kernel does (integer sums
+//! are exact in any order) and then the same f32 operations in the same order per super-block
+//! (`d_y · d_w`, one FMA into 8 lanes, ggml's horizontal sum), so its results are identical to
+//! the one-row kernel's, bit for bit. Within a task, tiles walk activation tiles outermost (a
+//! tile's rows stay in L1) over groups of weight rows of at most `GROUP_BYTES` (which stay in
+//! L2), so activations stream from memory once per group rather than once per weight row.
+//!
+//! Tested against dequantize-then-multiply, and the tiles against the one-row kernel, below.
 
 use crate::gguf::WeightBytes;
 use half::f16;
@@ -154,19 +173,112 @@ impl KMatrix {
     /// `out_t[r * m + i]` = weight row `r` · activation row `i`.
     fn dot_rows(&self, q: &Q8KRows, m: usize, out_t: &mut [f32]) {
         let kernel = kernel_for(self.format);
+        if m < PROMPT_TAIL {
+            // Decode, and prompts too short for a prompt tile: Q4_K takes several weight rows
+            // per pass. Q6_K stays on the one-row kernel, which its tiles did not beat here: its
+            // 6-bit recombination is per weight row either way and is most of the work.
+            let tile = match self.format {
+                KFormat::Q4K => tile_for::<Q4K_DECODE_ROWS, 1>(self.format),
+                KFormat::Q6K => None,
+            };
+            if let Some(tile) = tile {
+                return self.par_tasks(m, out_t, |r0, dst| {
+                    self.dot_tiled::<Q4K_DECODE_ROWS>(q, r0, dst, kernel, |j0, j1, dst| {
+                        self.tile_pass(tile, q, r0, j0..j1, 0, dst)
+                    })
+                });
+            }
+        } else if let (Some(tile), Some(tail)) = (
+            tile_for::<1, PROMPT_TILE>(self.format),
+            tile_for::<1, PROMPT_TAIL>(self.format),
+        ) {
+            return self.par_tasks(m, out_t, |r0, dst| {
+                self.dot_tiled::<1>(q, r0, dst, kernel, |j0, j1, dst| {
+                    let i = self.tile_pass(tile, q, r0, j0..j1, 0, dst);
+                    self.tile_pass(tail, q, r0, j0..j1, i, dst)
+                })
+            });
+        }
+        self.par_tasks(m, out_t, |r0, dst| {
+            for (j, dst_row) in dst.chunks_exact_mut(m).enumerate() {
+                let w = self.row(r0 + j);
+                for (i, d) in dst_row.iter_mut().enumerate() {
+                    *d = kernel(w, q.row(i));
+                }
+            }
+        });
+    }
+
+    /// Splits `out_t` (`[n, m]`) into tasks of contiguous weight rows; `task(r0, dst)` fills
+    /// rows `r0..` of it.
+    fn par_tasks(&self, m: usize, out_t: &mut [f32], task: impl Fn(usize, &mut [f32]) + Sync) {
         let rows_per_task = (self.n / (rayon::current_num_threads() * 8)).clamp(16, 4096);
         out_t
             .par_chunks_mut(rows_per_task * m)
             .enumerate()
-            .for_each(|(t, dst)| {
-                let r0 = t * rows_per_task;
-                for (j, dst_row) in dst.chunks_exact_mut(m).enumerate() {
-                    let w = self.row(r0 + j);
-                    for (i, d) in dst_row.iter_mut().enumerate() {
-                        *d = kernel(w, q.row(i));
-                    }
+            .for_each(|(t, dst)| task(t * rows_per_task, dst));
+    }
+
+    /// Weight rows `r0..r0 + dst.len() / m` · all `m` activation rows into `dst` (`[rows, m]`),
+    /// in groups of weight rows of about `GROUP_BYTES` (which stay in L2 while every activation
+    /// row meets them, so activations are streamed once per group rather than once per weight
+    /// row). `tiles(j0, j1, dst)` covers weight rows `j0..j1` (relative to `r0`; a multiple of
+    /// `RM` of them) with activation rows from 0 up to the row it returns; the rest (activation
+    /// rows past the last whole tile, weight rows past the last whole `RM`) goes through the
+    /// one-row kernel.
+    fn dot_tiled<const RM: usize>(
+        &self,
+        q: &Q8KRows,
+        r0: usize,
+        dst: &mut [f32],
+        kernel: Kernel,
+        tiles: impl Fn(usize, usize, &mut [f32]) -> usize,
+    ) {
+        let m = q.rows;
+        let rows = dst.len() / m;
+        // Groups of equal size (a multiple of RM), none over GROUP_BYTES unless one row is.
+        let max_rows = (GROUP_BYTES / self.row_bytes()).max(1);
+        let group = rows
+            .div_ceil(rows.div_ceil(max_rows).max(1))
+            .next_multiple_of(RM);
+        for g0 in (0..rows).step_by(group) {
+            let g1 = (g0 + group).min(rows);
+            let tiled = g1 - (g1 - g0) % RM;
+            let i_end = tiles(g0, tiled, dst);
+            for j in g0..g1 {
+                let w = self.row(r0 + j);
+                for i in if j < tiled { i_end } else { 0 }..m {
+                    dst[j * m + i] = kernel(w, q.row(i));
                 }
-            });
+            }
+        }
+    }
+
+    /// `tile` over weight rows `rows` (relative to `r0`, a multiple of `RM` of them) and whole
+    /// tiles of activation rows from `i`, activation tile outermost; returns the first activation
+    /// row not covered.
+    fn tile_pass<const RM: usize, const RN: usize>(
+        &self,
+        tile: Tile<RM, RN>,
+        q: &Q8KRows,
+        r0: usize,
+        rows: std::ops::Range<usize>,
+        mut i: usize,
+        dst: &mut [f32],
+    ) -> usize {
+        let m = q.rows;
+        while i + RN <= m {
+            for j in rows.clone().step_by(RM) {
+                let w: [&[u8]; RM] = std::array::from_fn(|rm| self.row(r0 + j + rm));
+                let mut acc = [[0f32; RN]; RM];
+                tile(w, q, i, &mut acc);
+                for (rm, acc_row) in acc.iter().enumerate() {
+                    dst[(j + rm) * m + i..][..RN].copy_from_slice(acc_row);
+                }
+            }
+            i += RN;
+        }
+        i
     }
 }
 
@@ -327,13 +439,19 @@ fn dequantize_q6_k(b: &[u8], y: &mut [f32]) {
 
 type Kernel = fn(&[u8], Q8KRow<'_>) -> f32;
 
+#[cfg(target_arch = "x86_64")]
+fn simd_available() -> bool {
+    std::arch::is_x86_feature_detected!("avx2")
+        && std::arch::is_x86_feature_detected!("fma")
+        && std::arch::is_x86_feature_detected!("f16c")
+}
+
 fn kernel_for(format: KFormat) -> Kernel {
     #[cfg(target_arch = "x86_64")]
     {
-        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
-        {
+        if simd_available() {
             return match format {
-                // SAFETY: AVX2 and FMA were detected on this CPU just above.
+                // SAFETY: AVX2, FMA and F16C were detected on this CPU just above.
                 KFormat::Q4K => |w, y| unsafe { avx2::vec_dot_q4_k_q8_k(w, y) },
                 // SAFETY: as above.
                 KFormat::Q6K => |w, y| unsafe { avx2::vec_dot_q6_k_q8_k(w, y) },
@@ -344,6 +462,34 @@ fn kernel_for(format: KFormat) -> Kernel {
         KFormat::Q4K => vec_dot_q4_k_q8_k_generic,
         KFormat::Q6K => vec_dot_q6_k_q8_k_generic,
     }
+}
+
+/// Prompt tiles: one weight row × 8 activation rows, then one × 4 for what is left.
+const PROMPT_TILE: usize = 8;
+const PROMPT_TAIL: usize = 4;
+/// Decode (and m < `PROMPT_TAIL`): weight rows per Q4_K tile.
+const Q4K_DECODE_ROWS: usize = 4;
+/// Most weight bytes per group of `dot_tiled`: well inside an L2 cache.
+const GROUP_BYTES: usize = 128 << 10;
+
+/// Dots of `RM` weight rows with activation rows `i0..i0 + RN`, into `out[weight][activation]`.
+type Tile<const RM: usize, const RN: usize> =
+    fn([&[u8]; RM], &Q8KRows, usize, &mut [[f32; RN]; RM]);
+
+fn tile_for<const RM: usize, const RN: usize>(format: KFormat) -> Option<Tile<RM, RN>> {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if simd_available() {
+            return Some(match format {
+                // SAFETY: AVX2, FMA and F16C were detected on this CPU just above.
+                KFormat::Q4K => |w, q, i0, out| unsafe { avx2::tile_q4_k(w, q, i0, out) },
+                // SAFETY: as above.
+                KFormat::Q6K => |w, q, i0, out| unsafe { avx2::tile_q6_k(w, q, i0, out) },
+            });
+        }
+    }
+    let _ = format;
+    None
 }
 
 /// ggml `ggml_vec_dot_q4_K_q8_K_generic`: eight i32 lanes per block, scaled into eight f32 sums;
@@ -435,11 +581,13 @@ fn vec_dot_q6_k_q8_k_generic(w: &[u8], y: Q8KRow<'_>) -> f32 {
 #[cfg(target_arch = "x86_64")]
 mod avx2 {
     //! The `__AVX2__` branches of ggml's `ggml_vec_dot_q4_K_q8_K` and `ggml_vec_dot_q6_K_q8_K`
-    //! (`ggml-cpu/arch/x86/quants.c`), intrinsic for intrinsic. Weight quants are unsigned
+    //! (`ggml-cpu/arch/x86/quants.c`), intrinsic for intrinsic but for the f16 → f32 scale
+    //! conversions (inline F16C, as ggml's `GGML_FP16_TO_FP32` on x86), and the tiles built from
+    //! the same operations (see the module above). Weight quants are unsigned
     //! (Q4_K nibbles 0..15, Q6_K values 0..63 before the −32), so `maddubs` takes them directly:
     //! its pairwise i16 sums stay below 2·63·127 and never saturate. Q4_K's mins and Q6_K's −32
     //! are applied through the activations' `bsums`.
-    use super::{BSUMS, Q4_K_BYTES, Q6_K_BYTES, Q8KRow, QK_K, f16_at, q4_k_scales_mins};
+    use super::{BSUMS, Q4_K_BYTES, Q6_K_BYTES, Q8KRow, Q8KRows, QK_K, q4_k_scales_mins};
     use std::arch::x86_64::*;
 
     /// ggml `hsum_float_8`.
@@ -486,7 +634,7 @@ mod avx2 {
         nb
     }
 
-    #[target_feature(enable = "avx2,fma")]
+    #[target_feature(enable = "avx2,fma,f16c")]
     pub(super) fn vec_dot_q4_k_q8_k(w: &[u8], y: Q8KRow<'_>) -> f32 {
         let nb = check_lengths(w, Q4_K_BYTES, y);
         let m4 = _mm256_set1_epi8(0xF);
@@ -494,8 +642,9 @@ mod avx2 {
         let mut acc_m = _mm_setzero_ps();
         for i in 0..nb {
             let blk = &w[i * Q4_K_BYTES..(i + 1) * Q4_K_BYTES];
-            let d = y.d[i] * f16_at(blk, 0);
-            let dmin = -y.d[i] * f16_at(blk, 2);
+            let dd = f16_pair(u32::from_le_bytes([blk[0], blk[1], blk[2], blk[3]]));
+            let d = y.d[i] * _mm_cvtss_f32(dd);
+            let dmin = -y.d[i] * _mm_cvtss_f32(_mm_movehdup_ps(dd));
             let utmp = q4_k_scales_mins(&blk[4..16]);
             // 8 scales then 8 mins, widened to i16.
             let mins_and_scales = _mm256_cvtepu8_epi16(_mm_set_epi32(
@@ -551,7 +700,7 @@ mod avx2 {
         hsum_float_8(acc) + _mm_cvtss_f32(acc_m)
     }
 
-    #[target_feature(enable = "avx2,fma")]
+    #[target_feature(enable = "avx2,fma,f16c")]
     pub(super) fn vec_dot_q6_k_q8_k(w: &[u8], y: Q8KRow<'_>) -> f32 {
         let nb = check_lengths(w, Q6_K_BYTES, y);
         let m3 = _mm256_set1_epi8(3);
@@ -559,7 +708,11 @@ mod avx2 {
         let mut acc = _mm256_setzero_ps();
         for i in 0..nb {
             let blk = &w[i * Q6_K_BYTES..(i + 1) * Q6_K_BYTES];
-            let d = y.d[i] * f16_at(blk, 208);
+            // y.d[i] · d in every lane.
+            let d = _mm256_mul_ps(
+                _mm256_set1_ps(y.d[i]),
+                f16_splat(u16::from_le_bytes([blk[208], blk[209]])),
+            );
             let q4 = blk.as_ptr();
             let qh = blk[128..].as_ptr();
             let q8 = y.qs[i * QK_K..].as_ptr();
@@ -625,9 +778,290 @@ mod avx2 {
                 sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(p16_2, p16_3));
             }
             let sumi = _mm256_sub_epi32(sumi, q8sclsub);
-            acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+            acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sumi), acc);
         }
         hsum_float_8(acc)
+    }
+
+    /// The two f16 values in `bits` (the first in the low half) as f32 lanes 0 and 1, through
+    /// F16C: exact, as `half`'s conversion, without its call. The 32-bit move writes the whole
+    /// register, so the conversion waits on nothing else.
+    #[inline]
+    #[target_feature(enable = "avx2,fma,f16c")]
+    fn f16_pair(bits: u32) -> __m128 {
+        _mm_cvtph_ps(_mm_cvtsi32_si128(bits as i32))
+    }
+
+    /// The f16 `bits` as f32 in all 8 lanes: a word broadcast (a load of its own) and one F16C
+    /// conversion. Converting only lane 0 lets LLVM insert the 16 bits (`vpinsrw`) into
+    /// whatever register is free, which was the accumulator: every block then waited on the
+    /// previous block's FMA.
+    #[inline]
+    #[target_feature(enable = "avx2,fma,f16c")]
+    fn f16_splat(bits: u16) -> __m256 {
+        _mm256_cvtph_ps(_mm_set1_epi16(bits as i16))
+    }
+
+    /// The activation rows `i0..i0 + RN` with their lengths checked against `nb` blocks, and
+    /// `nb` weight blocks of `block_bytes` in each of `w`.
+    fn tile_rows<'a, const RM: usize, const RN: usize>(
+        w: &[&[u8]; RM],
+        block_bytes: usize,
+        q: &'a Q8KRows,
+        i0: usize,
+    ) -> [Q8KRow<'a>; RN] {
+        let y: [Q8KRow<'a>; RN] = std::array::from_fn(|rn| q.row(i0 + rn));
+        for (rm, rn) in (0..RM).flat_map(|rm| (0..RN).map(move |rn| (rm, rn))) {
+            check_lengths(w[rm], block_bytes, y[rn]);
+        }
+        y
+    }
+
+    /// `sumi[rm][rn] += madd(sc[rm], maddubs(wq[rm], q8))` for the 32 activation quants at
+    /// `at` of each row `y[rn]`: one 32-value sub-block for every pair of a tile, each
+    /// activation vector loaded once.
+    ///
+    /// # Safety
+    /// `at + 32` must not exceed any `y[rn].qs.len()`.
+    #[inline]
+    #[target_feature(enable = "avx2,fma,f16c")]
+    unsafe fn sub_block_dots<const RM: usize, const RN: usize>(
+        wq: &[__m256i; RM],
+        sc: &[__m256i; RM],
+        y: &[Q8KRow<'_>; RN],
+        at: usize,
+        sumi: &mut [[__m256i; RN]; RM],
+    ) {
+        for rn in 0..RN {
+            // SAFETY: the caller guarantees 32 quants at `at`; unaligned load.
+            let q8 = unsafe { _mm256_loadu_si256(y[rn].qs.as_ptr().add(at).cast()) };
+            for rm in 0..RM {
+                let p16 = _mm256_madd_epi16(sc[rm], _mm256_maddubs_epi16(wq[rm], q8));
+                sumi[rm][rn] = _mm256_add_epi32(sumi[rm][rn], p16);
+            }
+        }
+    }
+
+    /// Sub-block `4h + K` of each Q6_K block at `blocks[rm]`: its 32 values (0..63, before the
+    /// −32) and its scale pairs, as `vec_dot_q6_k_q8_k` forms them.
+    ///
+    /// # Safety
+    /// Each `blocks[rm]` must point to a whole 210-byte block and `h` must be 0 or 1.
+    #[inline]
+    #[target_feature(enable = "avx2,fma,f16c")]
+    unsafe fn q6_values<const K: usize, const RM: usize>(
+        blocks: &[*const u8; RM],
+        h: usize,
+        scales: &[__m128i; RM],
+    ) -> ([__m256i; RM], [__m256i; RM]) {
+        let m15 = _mm256_set1_epi8(15);
+        let mut q = [_mm256_setzero_si256(); RM];
+        let mut sc = [_mm256_setzero_si256(); RM];
+        for rm in 0..RM {
+            // SAFETY: ql bytes 64h + 32(K % 2) .. +32 of 128 and qh bytes 128 + 32h .. +32 of
+            // the block's 210 (the caller's guarantee); unaligned loads.
+            let (ql, qh) = unsafe {
+                (
+                    _mm256_loadu_si256(blocks[rm].add(64 * h + 32 * (K % 2)).cast()),
+                    _mm256_loadu_si256(blocks[rm].add(128 + 32 * h).cast()),
+                )
+            };
+            let lo = if K < 2 {
+                _mm256_and_si256(ql, m15)
+            } else {
+                _mm256_and_si256(_mm256_srli_epi16::<4>(ql), m15)
+            };
+            let hi = match K {
+                0 => _mm256_slli_epi16::<4>(_mm256_and_si256(qh, _mm256_set1_epi8(3))),
+                1 => _mm256_slli_epi16::<2>(_mm256_and_si256(qh, _mm256_set1_epi8(12))),
+                2 => _mm256_and_si256(qh, _mm256_set1_epi8(48)),
+                _ => _mm256_srli_epi16::<2>(_mm256_and_si256(qh, _mm256_set1_epi8(-64))),
+            };
+            q[rm] = _mm256_or_si256(lo, hi);
+            sc[rm] = q6_scales(scales[rm], 4 * h + K);
+        }
+        (q, sc)
+    }
+
+    /// `vec_dot_q4_k_q8_k` for `RM` weight rows × `RN` activation rows at once. Per super-block,
+    /// each weight row's scales, mins and f16 factors are unpacked once and each activation
+    /// row's sub-block sums formed once; per 32-value sub-block, each weight row's nibbles and
+    /// scale are split out once and each activation vector loaded once. Every output gets the
+    /// same i32 lanes and the same f32 operations in the same order as the one-row kernel, so
+    /// the results are identical.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub(super) fn tile_q4_k<const RM: usize, const RN: usize>(
+        w: [&[u8]; RM],
+        q: &Q8KRows,
+        i0: usize,
+        out: &mut [[f32; RN]; RM],
+    ) {
+        let y = tile_rows::<RM, RN>(&w, Q4_K_BYTES, q, i0);
+        let nb = q.blocks_per_row;
+        let m4 = _mm256_set1_epi8(0xF);
+        let mut acc = [[_mm256_setzero_ps(); RN]; RM];
+        let mut acc_m = [[_mm_setzero_ps(); RN]; RM];
+        for i in 0..nb {
+            let mut dw = [_mm256_setzero_ps(); RM];
+            let mut dminw = [_mm_setzero_ps(); RM];
+            let mut mins = [_mm_setzero_si128(); RM];
+            let mut scales = [_mm256_setzero_si256(); RM];
+            for rm in 0..RM {
+                let blk = &w[rm][i * Q4_K_BYTES..(i + 1) * Q4_K_BYTES];
+                let dd = f16_pair(u32::from_le_bytes([blk[0], blk[1], blk[2], blk[3]]));
+                dw[rm] = _mm256_broadcastss_ps(dd);
+                dminw[rm] = _mm_broadcastss_ps(_mm_movehdup_ps(dd));
+                let utmp = q4_k_scales_mins(&blk[4..16]);
+                let mins_and_scales = _mm256_cvtepu8_epi16(_mm_set_epi32(
+                    utmp[3] as i32,
+                    utmp[2] as i32,
+                    utmp[1] as i32,
+                    utmp[0] as i32,
+                ));
+                mins[rm] = _mm256_extracti128_si256::<1>(mins_and_scales);
+                let sc128 = _mm256_extracti128_si256::<0>(mins_and_scales);
+                scales[rm] = _mm256_set_m128i(sc128, sc128);
+            }
+            let mut dy = [_mm256_setzero_ps(); RN];
+            for rn in 0..RN {
+                // SAFETY: block `i < nb` of each row's `d` and 16 `bsums` (checked in
+                // `tile_rows`); unaligned loads.
+                let (d, q8sums) = unsafe {
+                    (
+                        *y[rn].d.get_unchecked(i),
+                        _mm256_loadu_si256(y[rn].bsums.as_ptr().add(i * BSUMS).cast()),
+                    )
+                };
+                dy[rn] = _mm256_set1_ps(d);
+                let q8s = _mm_hadd_epi16(
+                    _mm256_extracti128_si256::<0>(q8sums),
+                    _mm256_extracti128_si256::<1>(q8sums),
+                );
+                // dmin = −d_y · dmin_w, as the one-row kernel's `-y.d[i] * dmin`.
+                let ndy = _mm_set1_ps(-d);
+                for rm in 0..RM {
+                    let prod = _mm_madd_epi16(mins[rm], q8s);
+                    acc_m[rm][rn] = _mm_fmadd_ps(
+                        _mm_mul_ps(ndy, dminw[rm]),
+                        _mm_cvtepi32_ps(prod),
+                        acc_m[rm][rn],
+                    );
+                }
+            }
+            let mut sumi = [[_mm256_setzero_si256(); RN]; RM];
+            // Bytes 32j.. of the nibbles: sub-block 2j in the low nibbles, 2j + 1 in the high.
+            for j in 0..QK_K / 64 {
+                let mut lo = [_mm256_setzero_si256(); RM];
+                let mut hi = [_mm256_setzero_si256(); RM];
+                let mut sc_lo = [_mm256_setzero_si256(); RM];
+                let mut sc_hi = [_mm256_setzero_si256(); RM];
+                for rm in 0..RM {
+                    // SAFETY: bytes 16 + 32j .. +32 of the block's 144; unaligned load.
+                    let bits = unsafe {
+                        _mm256_loadu_si256(w[rm].as_ptr().add(i * Q4_K_BYTES + 16 + 32 * j).cast())
+                    };
+                    lo[rm] = _mm256_and_si256(bits, m4);
+                    hi[rm] = _mm256_and_si256(_mm256_srli_epi16::<4>(bits), m4);
+                    sc_lo[rm] = _mm256_shuffle_epi8(scales[rm], scale_shuffle_k4(2 * j));
+                    sc_hi[rm] = _mm256_shuffle_epi8(scales[rm], scale_shuffle_k4(2 * j + 1));
+                }
+                // SAFETY: quants 64j .. 64j + 64 of block `i` (checked in `tile_rows`).
+                unsafe {
+                    sub_block_dots(&lo, &sc_lo, &y, i * QK_K + 64 * j, &mut sumi);
+                    sub_block_dots(&hi, &sc_hi, &y, i * QK_K + 64 * j + 32, &mut sumi);
+                }
+            }
+            for rm in 0..RM {
+                for rn in 0..RN {
+                    // d = d_y · d_w, as the one-row kernel's `y.d[i] * d`.
+                    let d = _mm256_mul_ps(dy[rn], dw[rm]);
+                    acc[rm][rn] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sumi[rm][rn]), acc[rm][rn]);
+                }
+            }
+        }
+        for rm in 0..RM {
+            for rn in 0..RN {
+                let a = acc_m[rm][rn];
+                let a = _mm_add_ps(a, _mm_movehl_ps(a, a));
+                let a = _mm_add_ss(a, _mm_movehdup_ps(a));
+                out[rm][rn] = hsum_float_8(acc[rm][rn]) + _mm_cvtss_f32(a);
+            }
+        }
+    }
+
+    /// `vec_dot_q6_k_q8_k` for `RM` weight rows × `RN` activation rows at once, in the manner
+    /// of `tile_q4_k`: each weight row's 6-bit values of a 32-value sub-block recombined once
+    /// and used for every activation row. The −32 offset term starts each i32 sum instead of
+    /// being subtracted at the end (the same wrapping integer result).
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub(super) fn tile_q6_k<const RM: usize, const RN: usize>(
+        w: [&[u8]; RM],
+        q: &Q8KRows,
+        i0: usize,
+        out: &mut [[f32; RN]; RM],
+    ) {
+        let y = tile_rows::<RM, RN>(&w, Q6_K_BYTES, q, i0);
+        let nb = q.blocks_per_row;
+        let mut acc = [[_mm256_setzero_ps(); RN]; RM];
+        for i in 0..nb {
+            let mut dw = [_mm256_setzero_ps(); RM];
+            let mut scales = [_mm_setzero_si128(); RM];
+            for rm in 0..RM {
+                let blk = &w[rm][i * Q6_K_BYTES..(i + 1) * Q6_K_BYTES];
+                // SAFETY: bytes 192..208 of the block's 210 are the 16 scales; unaligned load.
+                scales[rm] = unsafe { _mm_loadu_si128(blk.as_ptr().add(192).cast()) };
+                dw[rm] = f16_splat(u16::from_le_bytes([blk[208], blk[209]]));
+            }
+            let mut dy = [_mm256_setzero_ps(); RN];
+            let mut sumi = [[_mm256_setzero_si256(); RN]; RM];
+            for rn in 0..RN {
+                // SAFETY: block `i < nb` of each row's `d` and 16 `bsums` (checked in
+                // `tile_rows`); unaligned load.
+                let (d, q8sums) = unsafe {
+                    (
+                        *y[rn].d.get_unchecked(i),
+                        _mm256_loadu_si256(y[rn].bsums.as_ptr().add(i * BSUMS).cast()),
+                    )
+                };
+                dy[rn] = _mm256_set1_ps(d);
+                for rm in 0..RM {
+                    let scales_16 = _mm256_cvtepi8_epi16(scales[rm]);
+                    let q8sclsub = _mm256_slli_epi32::<5>(_mm256_madd_epi16(q8sums, scales_16));
+                    sumi[rm][rn] = _mm256_sub_epi32(_mm256_setzero_si256(), q8sclsub);
+                }
+            }
+            // Each 128-value half `h`: sub-block 4h + k from ql bytes 64h + 32(k % 2).., low
+            // nibbles for k = 0, 1 and high for k = 2, 3, with bit pair k of qh bytes 32h...
+            for h in 0..QK_K / 128 {
+                let blocks: [*const u8; RM] =
+                    std::array::from_fn(|rm| w[rm][i * Q6_K_BYTES..].as_ptr());
+                let at = i * QK_K + 128 * h;
+                // SAFETY: the block and quant offsets are in bounds as `q6_values` and
+                // `sub_block_dots` require (checked in `tile_rows`).
+                unsafe {
+                    let (q, sc) = q6_values::<0, RM>(&blocks, h, &scales);
+                    sub_block_dots(&q, &sc, &y, at, &mut sumi);
+                    let (q, sc) = q6_values::<1, RM>(&blocks, h, &scales);
+                    sub_block_dots(&q, &sc, &y, at + 32, &mut sumi);
+                    let (q, sc) = q6_values::<2, RM>(&blocks, h, &scales);
+                    sub_block_dots(&q, &sc, &y, at + 64, &mut sumi);
+                    let (q, sc) = q6_values::<3, RM>(&blocks, h, &scales);
+                    sub_block_dots(&q, &sc, &y, at + 96, &mut sumi);
+                }
+            }
+            for rm in 0..RM {
+                for rn in 0..RN {
+                    // d = d_y · d_w, as the one-row kernel's `y.d[i] * d`.
+                    let d = _mm256_mul_ps(dy[rn], dw[rm]);
+                    acc[rm][rn] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sumi[rm][rn]), acc[rm][rn]);
+                }
+            }
+        }
+        for rm in 0..RM {
+            for rn in 0..RN {
+                out[rm][rn] = hsum_float_8(acc[rm][rn]);
+            }
+        }
     }
 }
 
@@ -773,6 +1207,54 @@ mod tests {
                     );
                 }
             }
+        }
+    }
+
+    /// `matmul_q` (tiles) against the one-row kernel, bit for bit, for activation rows 1..=9:
+    /// decode, prompt tiles with and without the tail tile and leftover rows.
+    fn assert_tiles_exact(format: KFormat, n: usize, k: usize, seed: u64) {
+        let w = KMatrix::new(format, random_blocks(format, n * k / QK_K, seed), n, k).unwrap();
+        let kernel = kernel_for(format);
+        for m in 1..=9 {
+            let mut x = activations(m, k);
+            x[..QK_K].fill(0.0); // one all-zero activation block (d = 0)
+            let q = Q8KRows::quantize(&x, m, k);
+            let mut out = vec![f32::NAN; m * n];
+            w.matmul_q(&q, m, &mut out);
+            for r in 0..n {
+                for i in 0..m {
+                    let want = kernel(w.row(r), q.row(i));
+                    assert_eq!(
+                        out[i * n + r].to_bits(),
+                        want.to_bits(),
+                        "{format:?} n{n} m{m} r{r} i{i}: {} vs {want}",
+                        out[i * n + r]
+                    );
+                }
+            }
+        }
+    }
+
+    /// The tiles must give exactly what the one-row kernel gives for every output: weight rows
+    /// not a multiple of any tile height, split over several tasks.
+    #[test]
+    fn tiles_match_one_row_kernel_exactly() {
+        for format in [KFormat::Q4K, KFormat::Q6K] {
+            assert_tiles_exact(format, 37, 1024, 21);
+        }
+    }
+
+    /// As above with tasks of more weight rows than one group of `dot_tiled` holds (one
+    /// thread: tasks of n / 8 rows), so that groups and the last partial group are exercised.
+    #[test]
+    fn tiles_match_one_row_kernel_across_weight_groups() {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(1)
+            .build()
+            .unwrap();
+        for format in [KFormat::Q4K, KFormat::Q6K] {
+            let n = 8 * (GROUP_BYTES / format.block_bytes() * 3 / 2) + 3;
+            pool.install(|| assert_tiles_exact(format, n, QK_K, 22));
         }
     }
 
