@@ -333,6 +333,13 @@ mod avx2 {
         _mm256_and_si256(_mm256_set1_epi8(0x0F), bytes)
     }
 
+    /// How far ahead of the block being read the weight stream is prefetched. Decode streams
+    /// each weight once (178 MB for the 262k-row output projection alone) and the hardware
+    /// prefetcher alone kept one core at ~6 GB/s against ~15 GB/s for a plain read; a software
+    /// prefetch 4 KiB ahead brought the output projection from 35 to 21 ms on one core here
+    /// (512 B: 24 ms, 8 KiB: 25 ms).
+    const PREFETCH_DISTANCE: usize = 4096;
+
     /// A Q5_0 block's 32 values as signed bytes.
     #[inline]
     #[target_feature(enable = "avx2,fma,f16c")]
@@ -362,6 +369,8 @@ mod avx2 {
             let mut wd = [_mm256_setzero_ps(); TILE_M];
             for rm in 0..TILE_M {
                 let blk = &w[rm][b * bb..(b + 1) * bb];
+                // a prefetch is a hint: it never faults, whatever the address
+                _mm_prefetch::<_MM_HINT_T0>(blk.as_ptr().wrapping_add(PREFETCH_DISTANCE) as *const i8);
                 wd[rm] = f16_splat(blk[0], blk[1]);
                 wx[rm] = if Q5 {
                     q5_0_block(blk)
@@ -528,3 +537,4 @@ mod tests {
         assert_eq!(v[1], -16);
     }
 }
+
