@@ -14,6 +14,7 @@ use super::flash_attention::{self, SlotPositions, Visibility};
 use super::{Gemma3, Output};
 use crate::error::Result;
 use crate::kv_cache::KvCache;
+use half::f16;
 
 impl Gemma3 {
     /// One step of `tokens` at positions `cache.len()..` on the CPU; returns the final hidden
@@ -84,9 +85,7 @@ impl Gemma3 {
             rms_norm_into(&x, &layer.ffn_norm.host, c.rms_eps, &mut h);
             let mut gate = layer.gate.matmul_host(&h, seq)?;
             let up = layer.up.matmul_host(&h, seq)?;
-            for (g, u) in gate.iter_mut().zip(&up) {
-                *g = gelu(*g) * u;
-            }
+            geglu(&mut gate, &up);
             let mut ffn = layer.down.matmul_host(&gate, seq)?;
             rms_norm_rows(&mut ffn, &layer.post_ffn_norm.host, c.rms_eps);
             for (xv, fv) in x.iter_mut().zip(&ffn) {
@@ -134,6 +133,34 @@ fn rms_scale(row: &[f32], eps: f32) -> f32 {
     1.0 / (mean + eps).sqrt()
 }
 
+/// `gate = gelu(gate) · up`, as ggml's CPU `ggml_vec_geglu_f32` computes it in llama.cpp's
+/// default build (`GGML_GELU_FP16`): the gate is rounded to f16 and GELU read from a 64K-entry
+/// table of f16 values; below -10 the result is 0, from 10 up it is the gate itself. Besides
+/// following llama.cpp, the table replaces a libm `tanhf` per value (8% of prefill time).
+fn geglu(gate: &mut [f32], up: &[f32]) {
+    let table = gelu_table();
+    for (g, &u) in gate.iter_mut().zip(up) {
+        let x = *g;
+        *g = if x <= -10.0 {
+            0.0
+        } else if x >= 10.0 {
+            x * u
+        } else {
+            table[f16::from_f32(x).to_bits() as usize].to_f32() * u
+        };
+    }
+}
+
+/// ggml `ggml_table_gelu_f16`: `f16(gelu(f32(h)))` for every f16 bit pattern `h`.
+fn gelu_table() -> &'static [f16] {
+    static TABLE: std::sync::OnceLock<Vec<f16>> = std::sync::OnceLock::new();
+    TABLE.get_or_init(|| {
+        (0..=u16::MAX)
+            .map(|bits| f16::from_f32(gelu(f16::from_bits(bits).to_f32())))
+            .collect()
+    })
+}
+
 /// GELU, tanh approximation (ggml `ggml_gelu_f32`).
 #[inline]
 fn gelu(x: f32) -> f32 {
@@ -156,6 +183,27 @@ mod tests {
         assert!((out[0] - 1.2).abs() < 1e-6 && (out[1] - 1.6).abs() < 1e-6);
         // row 1: rms 1; the weight doubles the third value
         assert_eq!(&out[4..], &[1.0, 1.0, 2.0, 1.0]);
+    }
+
+    #[test]
+    fn geglu_reads_gelu_from_the_f16_table() {
+        let mut gate = vec![-12.0, -1.0, 0.0, 0.5, 1.0, 3.0, 11.0];
+        let up = vec![2.0; gate.len()];
+        let want: Vec<f32> = gate
+            .iter()
+            .map(|&x: &f32| match x {
+                x if x <= -10.0 => 0.0,
+                x if x >= 10.0 => 2.0 * x,
+                // f16 in, f16 out: within two f16 roundings of the exact value
+                x => 2.0 * gelu(x),
+            })
+            .collect();
+        geglu(&mut gate, &up);
+        for (g, w) in gate.iter().zip(&want) {
+            assert!((g - w).abs() <= 2e-3 * (1.0 + w.abs()), "{g} vs {w}");
+        }
+        assert_eq!(gate[0], 0.0);
+        assert_eq!(gate[6], 22.0);
     }
 
     #[test]

@@ -163,11 +163,7 @@ impl KMatrix {
         // Tasks own contiguous runs of weight rows, so they write `[n, m]`; transpose after.
         let mut out_t = vec![0f32; self.n * m];
         self.dot_rows(q, m, &mut out_t);
-        for (r, row) in out_t.chunks_exact(m).enumerate() {
-            for (i, &v) in row.iter().enumerate() {
-                out[i * self.n + r] = v;
-            }
-        }
+        out.copy_from_slice(&super::q8_matmul::transpose(&out_t, self.n, m));
     }
 
     /// `out_t[r * m + i]` = weight row `r` · activation row `i`.

@@ -153,14 +153,24 @@ impl BlockMatrix {
         if m == 1 {
             return out_t;
         }
-        let mut out = vec![0f32; m * n];
-        for r in 0..n {
-            for i in 0..m {
-                out[i * n + r] = out_t[r * m + i];
+        transpose(&out_t, n, m)
+    }
+}
+
+/// `[rows, cols]` → `[cols, rows]`, in 16×16 tiles so that both sides stay in cache.
+pub(crate) fn transpose(src: &[f32], rows: usize, cols: usize) -> Vec<f32> {
+    const T: usize = 16;
+    let mut out = vec![0f32; rows * cols];
+    for r0 in (0..rows).step_by(T) {
+        for c0 in (0..cols).step_by(T) {
+            for r in r0..(r0 + T).min(rows) {
+                for c in c0..(c0 + T).min(cols) {
+                    out[c * rows + r] = src[r * cols + c];
+                }
             }
         }
-        out
     }
+    out
 }
 
 impl Q8Rows {
@@ -170,6 +180,36 @@ impl Q8Rows {
         let blocks_per_row = k / QK;
         let mut scales = Vec::with_capacity(m * blocks_per_row);
         let mut quants = vec![0i8; m * k];
+        #[cfg(target_arch = "x86_64")]
+        if simd_available() {
+            // SAFETY: the CPU features were detected just above.
+            unsafe { quantize_blocks_avx2(x, &mut quants, &mut scales) };
+            return Q8Rows {
+                scales,
+                quants,
+                blocks_per_row,
+            };
+        }
+        quantize_blocks(x, &mut quants, &mut scales);
+        Q8Rows {
+            scales,
+            quants,
+            blocks_per_row,
+        }
+    }
+}
+
+/// The same loop compiled with AVX2: `round_ties_even` becomes an inline `vroundps` instead of a
+/// call to libm's `rintf` per value (3% of prefill time).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn quantize_blocks_avx2(x: &[f32], quants: &mut [i8], scales: &mut Vec<f32>) {
+    quantize_blocks(x, quants, scales)
+}
+
+#[inline(always)]
+fn quantize_blocks(x: &[f32], quants: &mut [i8], scales: &mut Vec<f32>) {
+    {
         for (xb, qb) in x.chunks_exact(QK).zip(quants.chunks_exact_mut(QK)) {
             let amax = xb.iter().fold(0f32, |a, v| a.max(v.abs()));
             let d = amax / 127.0;
@@ -178,11 +218,6 @@ impl Q8Rows {
                 *q = (v * id).round_ties_even() as i8;
             }
             scales.push(f16::from_f32(d).to_f32());
-        }
-        Q8Rows {
-            scales,
-            quants,
-            blocks_per_row,
         }
     }
 }
