@@ -11,8 +11,9 @@
 //! stored as f16, as in ggml's default KV cache; GELU is the tanh form in f32.
 
 use super::flash_attention::{self, SlotPositions, Visibility};
+use super::linear::Linear;
 use super::{Gemma3, Output};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::kv_cache::KvCache;
 use half::f16;
 
@@ -40,9 +41,10 @@ impl Gemma3 {
         for (il, layer) in self.layers.iter().enumerate() {
             let _span = tracing::trace_span!("block", il).entered();
             rms_norm_into(&x, &layer.attn_norm.host, c.rms_eps, &mut h);
-            let mut q = layer.q.matmul_host(&h, seq)?;
-            let mut k = layer.k.matmul_host(&h, seq)?;
-            let v = layer.v.matmul_host(&h, seq)?;
+            let mut qkv = Linear::matmul_host_many(&[&layer.q, &layer.k, &layer.v], &h, seq)?.into_iter();
+            let (Some(mut q), Some(mut k), Some(v)) = (qkv.next(), qkv.next(), qkv.next()) else {
+                return Err(Error::InvalidArgument("attention projections missing".into()));
+            };
             rms_norm_rows(&mut q, &layer.q_norm.host, c.rms_eps);
             rms_norm_rows(&mut k, &layer.k_norm.host, c.rms_eps);
             let rope = if layer.sliding {
@@ -83,8 +85,10 @@ impl Gemma3 {
             }
 
             rms_norm_into(&x, &layer.ffn_norm.host, c.rms_eps, &mut h);
-            let mut gate = layer.gate.matmul_host(&h, seq)?;
-            let up = layer.up.matmul_host(&h, seq)?;
+            let mut gate_up = Linear::matmul_host_many(&[&layer.gate, &layer.up], &h, seq)?.into_iter();
+            let (Some(mut gate), Some(up)) = (gate_up.next(), gate_up.next()) else {
+                return Err(Error::InvalidArgument("feed-forward projections missing".into()));
+            };
             geglu(&mut gate, &up);
             let mut ffn = layer.down.matmul_host(&gate, seq)?;
             rms_norm_rows(&mut ffn, &layer.post_ffn_norm.host, c.rms_eps);

@@ -91,6 +91,22 @@ impl Linear {
         }
     }
 
+    /// Several matrices times the same host input (`[m, k]` each): one quantization and one
+    /// parallel loop when all are Q5_0/Q8_0 matrices of ours, else one call each.
+    pub fn matmul_host_many(mats: &[&Linear], x: &[f32], m: usize) -> candle_core::Result<Vec<Vec<f32>>> {
+        let blocks: Option<Vec<&BlockMatrix>> = mats
+            .iter()
+            .map(|l| match l {
+                Linear::Blocks(w) => Some(w),
+                _ => None,
+            })
+            .collect();
+        match blocks {
+            Some(b) if b.windows(2).all(|p| p[0].cols() == p[1].cols()) => Ok(BlockMatrix::matmul_many(&b, x, m)),
+            _ => mats.iter().map(|l| l.matmul_host(x, m)).collect(),
+        }
+    }
+
     /// Rows `ids` as a host vector `[ids.len() * k]`.
     pub fn rows_host(&self, ids: &[u32]) -> candle_core::Result<Vec<f32>> {
         match self {

@@ -94,66 +94,88 @@ impl BlockMatrix {
 
     /// `x` `[m, k]` → `[m, n]` = x · Wᵀ.
     pub fn matmul(&self, x: &[f32], m: usize) -> Vec<f32> {
-        let q = Q8Rows::quantize(x, m, self.k);
-        let n = self.n;
-        // out_t[r][i]: each task owns a contiguous run of weight rows.
-        let mut out_t = vec![0f32; n * m];
-        let rows_per_task = (n / (rayon::current_num_threads() * 8)).clamp(16, 4096);
+        Self::matmul_many(&[self], x, m).pop().unwrap_or_default()
+    }
+
+    /// Several matrices with the same input width times the same `x` `[m, k]`: the input is
+    /// quantized once and every matrix's rows are split into one parallel loop, so a layer's
+    /// Q, K and V (or gate and up) projections cost one fork-join instead of three (two).
+    pub fn matmul_many(mats: &[&BlockMatrix], x: &[f32], m: usize) -> Vec<Vec<f32>> {
+        let Some(first) = mats.first() else {
+            return Vec::new();
+        };
+        debug_assert!(mats.iter().all(|w| w.k == first.k), "matmul_many: widths differ");
+        let q = Q8Rows::quantize(x, m, first.k);
+        // out_t[r][i]: each task owns a contiguous run of one matrix's weight rows.
+        let mut outs: Vec<Vec<f32>> = mats.iter().map(|w| vec![0f32; w.n * m]).collect();
+        let threads = rayon::current_num_threads();
+        let mut tasks: Vec<(&BlockMatrix, usize, &mut [f32])> = Vec::new();
+        for (w, out_t) in mats.iter().zip(outs.iter_mut()) {
+            let rows_per_task = (w.n / (threads * 8)).clamp(16, 4096);
+            for (t, dst) in out_t.chunks_mut(rows_per_task * m).enumerate() {
+                tasks.push((w, t * rows_per_task, dst));
+            }
+        }
+        tasks
+            .into_par_iter()
+            .for_each(|(w, r0, dst)| w.fill_rows(&q, m, r0, dst));
+        if m == 1 {
+            return outs;
+        }
+        mats.iter()
+            .zip(outs)
+            .map(|(w, out_t)| transpose(&out_t, w.n, m))
+            .collect()
+    }
+
+    /// `dst[j * m + i]` = weight row `r0 + j` · activation row `i`.
+    fn fill_rows(&self, q: &Q8Rows, m: usize, r0: usize, dst: &mut [f32]) {
         let row_bytes = self.row_bytes();
         let kernel = kernel_for(self.format);
         let tile = tile_for::<TILE_M, TILE_N>(self.format);
         let tile_1 = tile_for::<ROWS_1, 1>(self.format);
-        out_t
-            .par_chunks_mut(rows_per_task * m)
-            .enumerate()
-            .for_each(|(t, dst)| {
-                let r0 = t * rows_per_task;
-                let rows = dst.len() / m;
-                let row = |j: usize| &self.data[(r0 + j) * row_bytes..(r0 + j + 1) * row_bytes];
-                let mut j = 0;
-                if let Some(tile_1) = tile_1.filter(|_| m == 1) {
-                    while j + ROWS_1 <= rows {
-                        let w: [&[u8]; ROWS_1] = std::array::from_fn(|rm| row(j + rm));
-                        let mut acc = [[0f32; 1]; ROWS_1];
-                        tile_1(w, &q, 0, &mut acc);
-                        for (rm, a) in acc.iter().enumerate() {
-                            dst[j + rm] = a[0];
-                        }
-                        j += ROWS_1;
-                    }
+        let rows = dst.len() / m;
+        let row = |j: usize| &self.data[(r0 + j) * row_bytes..(r0 + j + 1) * row_bytes];
+        let mut j = 0;
+        if let Some(tile_1) = tile_1.filter(|_| m == 1) {
+            while j + ROWS_1 <= rows {
+                let w: [&[u8]; ROWS_1] = std::array::from_fn(|rm| row(j + rm));
+                let mut acc = [[0f32; 1]; ROWS_1];
+                tile_1(w, &q, 0, &mut acc);
+                for (rm, a) in acc.iter().enumerate() {
+                    dst[j + rm] = a[0];
                 }
-                // Prompt rows: 2 weight rows × 4 activation rows at a time, so each weight
-                // block is decoded once per 4 rows and each activation block serves 2 rows.
-                if let Some(tile) = tile.filter(|_| m >= TILE_N) {
-                    while j + TILE_M <= rows {
-                        let w = [row(j), row(j + 1)];
-                        let mut i = 0;
-                        while i + TILE_N <= m {
-                            let mut acc = [[0f32; TILE_N]; TILE_M];
-                            tile(w, &q, i, &mut acc);
-                            for (rm, acc_row) in acc.iter().enumerate() {
-                                dst[(j + rm) * m + i..][..TILE_N].copy_from_slice(acc_row);
-                            }
-                            i += TILE_N;
-                        }
-                        for i in i..m {
-                            dst[j * m + i] = kernel(w[0], &q, i);
-                            dst[(j + 1) * m + i] = kernel(w[1], &q, i);
-                        }
-                        j += TILE_M;
-                    }
-                }
-                for j in j..rows {
-                    let w = row(j);
-                    for i in 0..m {
-                        dst[j * m + i] = kernel(w, &q, i);
-                    }
-                }
-            });
-        if m == 1 {
-            return out_t;
+                j += ROWS_1;
+            }
         }
-        transpose(&out_t, n, m)
+        // Prompt rows: 2 weight rows × 4 activation rows at a time, so each weight
+        // block is decoded once per 4 rows and each activation block serves 2 rows.
+        if let Some(tile) = tile.filter(|_| m >= TILE_N) {
+            while j + TILE_M <= rows {
+                let w: [&[u8]; TILE_M] = std::array::from_fn(|rm| row(j + rm));
+                let mut i = 0;
+                while i + TILE_N <= m {
+                    let mut acc = [[0f32; TILE_N]; TILE_M];
+                    tile(w, &q, i, &mut acc);
+                    for (rm, acc_row) in acc.iter().enumerate() {
+                        dst[(j + rm) * m + i..][..TILE_N].copy_from_slice(acc_row);
+                    }
+                    i += TILE_N;
+                }
+                for i in i..m {
+                    for (rm, w) in w.iter().enumerate() {
+                        dst[(j + rm) * m + i] = kernel(w, &q, i);
+                    }
+                }
+                j += TILE_M;
+            }
+        }
+        for j in j..rows {
+            let w = row(j);
+            for i in 0..m {
+                dst[j * m + i] = kernel(w, &q, i);
+            }
+        }
     }
 }
 
