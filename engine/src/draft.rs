@@ -1,8 +1,10 @@
 //! Prefill while the user types. Each draft is rendered as the continuation of the user's
 //! turn (the conversation so far, then an open `<start_of_turn>user` holding the draft); the
 //! session keeps the longest common token prefix with it, drops the rest and prefills only the
-//! new tail, in small chunks. When the user sends, only the turn's closing tokens are left to
-//! prefill (`generate` reuses the cache through `Session::sync_to`).
+//! new tail, in small chunks. Once a draft is in, the tokens `send` will add (the end of the
+//! user's turn, the start of the model's) are prefilled after it too, so that on send the whole
+//! prompt is cached with its last hidden state and the first token is sampled at once
+//! (`generate` reuses the cache through `Session::sync_to`); the next edit drops them again.
 //!
 //! Keystrokes come in bursts, so drafts never queue: the handle keeps only the latest in a
 //! [`DraftSlot`] and bumps a generation counter; the engine thread takes whatever is latest
@@ -16,7 +18,7 @@ use std::sync::{Mutex, MutexGuard};
 use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::session::{Session, common_prefix};
-use crate::tokenizer::{ChatMessage, render_open_user_turn};
+use crate::tokenizer::{ChatMessage, render_chat, render_open_user_turn};
 
 /// What one draft prefill did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -57,6 +59,18 @@ impl Engine {
         let reused = session.len();
         let rest = &ids[reused..];
         let prefilled = session.prefill_until(self.model(), rest, self.draft_chunk(), stale)?;
+        if prefilled == rest.len() {
+            // Speculatively also prefill what `send` will add — the end of the user's turn and
+            // the start of the model's — so that on send the prompt is entirely cached and the
+            // first token is sampled at once. The next draft edit truncates these few tokens
+            // away again (within the ring: no re-prefill).
+            let mut sent = history.to_vec();
+            sent.push(ChatMessage::user(draft.to_string()));
+            let full = self.tokenizer().encode(&render_chat(&sent, true), true)?;
+            if full.len() < session.context() && full.starts_with(&ids) {
+                session.prefill_until(self.model(), &full[ids.len()..], self.draft_chunk(), stale)?;
+            }
+        }
         Ok(DraftOutcome {
             tokens: ids.len(),
             reused,

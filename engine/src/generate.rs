@@ -141,7 +141,13 @@ impl Engine {
         let tokenizer = self.tokenizer();
         let stop_ids = tokenizer.stop_ids();
         let t0 = Instant::now();
-        let reused = common_prefix(session.tokens(), prompt).min(prompt.len() - 1);
+        // every prompt token is reused when the session holds exactly the prompt with its last
+        // hidden state (a sent draft); otherwise at least the last one is run again
+        let reused = if session.tokens() == prompt && session.has_last_hidden() {
+            prompt.len()
+        } else {
+            common_prefix(session.tokens(), prompt).min(prompt.len() - 1)
+        };
         let hidden = session
             .sync_to(&self.model, prompt)?
             .ok_or_else(|| Error::InvalidArgument("nothing to generate from".into()))?;

@@ -12,6 +12,9 @@ use crate::model::{Gemma3, Output};
 pub struct Session {
     cache: KvCache,
     tokens: Vec<u32>,
+    /// The hidden state after the last token, while it is still the last: lets a generation
+    /// whose prompt is exactly what is cached (a sent draft) start without re-running a token.
+    last_hidden: Option<Tensor>,
 }
 
 impl Session {
@@ -19,6 +22,7 @@ impl Session {
         Session {
             cache,
             tokens: Vec::new(),
+            last_hidden: None,
         }
     }
 
@@ -56,18 +60,26 @@ impl Session {
 
     /// For restore: the cache and token list, to be refilled together.
     pub(crate) fn parts_mut(&mut self) -> (&mut KvCache, &mut Vec<u32>) {
+        self.last_hidden = None;
         (&mut self.cache, &mut self.tokens)
+    }
+
+    /// Whether the hidden state after the last cached token is kept (see `sync_to`).
+    pub fn has_last_hidden(&self) -> bool {
+        self.last_hidden.is_some()
     }
 
     pub fn clear(&mut self) {
         self.cache.clear();
         self.tokens.clear();
+        self.last_hidden = None;
     }
 
     /// Append `tokens` and return the last position's hidden state.
     pub fn prefill(&mut self, model: &Gemma3, tokens: &[u32]) -> Result<Tensor> {
         let result = model.forward(tokens, &mut self.cache, Output::Last);
         self.sync_tokens(tokens, result.is_ok());
+        self.last_hidden = result.as_ref().ok().cloned();
         result
     }
 
@@ -102,6 +114,7 @@ impl Session {
     pub fn prefill_all(&mut self, model: &Gemma3, tokens: &[u32]) -> Result<Tensor> {
         let result = model.forward(tokens, &mut self.cache, Output::All);
         self.sync_tokens(tokens, result.is_ok());
+        self.last_hidden = None;
         result
     }
 
@@ -120,6 +133,7 @@ impl Session {
         if n >= self.tokens.len() {
             return Ok(());
         }
+        self.last_hidden = None;
         if self.cache.truncate(n) {
             self.tokens.truncate(n);
             return Ok(());
@@ -137,6 +151,11 @@ impl Session {
     /// At least one token is always (re)processed so that logits for the next token exist.
     pub fn sync_to(&mut self, model: &Gemma3, tokens: &[u32]) -> Result<Option<Tensor>> {
         let common = common_prefix(&self.tokens, tokens);
+        if common == tokens.len() && common == self.tokens.len() {
+            if let Some(h) = &self.last_hidden {
+                return Ok(Some(h.clone()));
+            }
+        }
         // keep one token to re-run if the whole target is already cached
         let keep = common.min(tokens.len().saturating_sub(1));
         self.truncate(model, keep)?;

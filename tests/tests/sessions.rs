@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use candle_core::Tensor;
 use companion_tests::{load_engine, model_path};
-use engine::tokenizer::render_open_user_turn;
+use engine::tokenizer::{render_chat, render_open_user_turn};
 use engine::{
     ChatMessage, Engine, EngineConfig, EngineHandle, Error, GenerateParams, PAGE_SIZE, Prompt,
     SamplingParams, Session, SessionConfig, StopReason,
@@ -315,7 +315,11 @@ fn draft_edits_end_in_the_cache_of_the_final_text() {
             .tokenizer()
             .encode(&render_open_user_turn(&history, draft), true)
             .unwrap();
-        assert_eq!(s.tokens(), &want_ids[..], "{name}: tokens");
+        // after the draft, the tokens `send` will add are prefilled too: the cache holds the
+        // prompt of sending this draft
+        let sent_ids = send_prompt(&engine, &history, draft);
+        assert!(sent_ids.starts_with(&want_ids), "{name}: the send prompt extends the draft");
+        assert_eq!(s.tokens(), &sent_ids[..], "{name}: tokens");
         assert!(!outcome.superseded);
         assert_eq!(outcome.reused + outcome.prefilled, want_ids.len());
         // only what changed was prefilled: the common prefix with the previous cache was kept
@@ -327,7 +331,7 @@ fn draft_edits_end_in_the_cache_of_the_final_text() {
         assert_eq!(outcome.reused, common, "{name}: reused prefix");
 
         let mut fresh = session(&engine, 1024, 512);
-        prefill(&engine, &mut fresh, &want_ids);
+        prefill(&engine, &mut fresh, &sent_ids);
         let diff = max_diff(&probe(&engine, &mut fresh), &probe(&engine, &mut s));
         assert!(
             diff < LOGIT_TOLERANCE,
@@ -357,7 +361,18 @@ fn a_stale_draft_stops_at_a_chunk_boundary_and_keeps_what_it_prefilled() {
     // the next draft reuses that chunk
     let outcome = engine.prefill_draft(&mut s, &[], draft, &|| false).unwrap();
     assert_eq!((outcome.reused, outcome.superseded), (32, false));
-    assert_eq!(s.len(), outcome.tokens);
+    assert_eq!(s.tokens(), &send_prompt(&engine, &[], draft)[..]);
+    assert!(s.len() > outcome.tokens, "the send suffix is prefilled after the draft");
+}
+
+/// The tokens of sending `draft` after `history`: the chat template with the model's turn open.
+fn send_prompt(engine: &engine::Engine, history: &[ChatMessage], draft: &str) -> Vec<u32> {
+    let mut messages = history.to_vec();
+    messages.push(ChatMessage::user(draft));
+    engine
+        .tokenizer()
+        .encode(&render_chat(&messages, true), true)
+        .unwrap()
 }
 
 fn spawn(context: usize) -> EngineHandle {
@@ -401,14 +416,16 @@ fn a_burst_of_drafts_returns_at_once_and_send_reuses_the_last_one() {
         "20 set_draft calls took {took:?}"
     );
 
+    let mut sent_messages = history.clone();
+    sent_messages.push(ChatMessage::user(message));
     let want = handle
         .tokenizer()
-        .encode(&render_open_user_turn(&history, message), true)
+        .encode(&render_chat(&sent_messages, true), true)
         .unwrap();
     assert_eq!(
         handle.session_tokens().unwrap(),
         want,
-        "the cache holds the last draft"
+        "the cache holds the last draft and the tokens send adds"
     );
 
     let sent = handle
