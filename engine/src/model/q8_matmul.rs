@@ -179,19 +179,25 @@ impl BlockMatrix {
     }
 }
 
-/// `[rows, cols]` → `[cols, rows]`, in 16×16 tiles so that both sides stay in cache.
+/// `[rows, cols]` → `[cols, rows]`, in 16×16 tiles so that both sides stay in cache; blocks of
+/// 16 output rows are split across the compute threads.
 pub(crate) fn transpose(src: &[f32], rows: usize, cols: usize) -> Vec<f32> {
     const T: usize = 16;
     let mut out = vec![0f32; rows * cols];
-    for r0 in (0..rows).step_by(T) {
-        for c0 in (0..cols).step_by(T) {
+    if rows == 0 || cols == 0 {
+        return out;
+    }
+    out.par_chunks_mut(T * rows).enumerate().for_each(|(b, block)| {
+        let c0 = b * T;
+        let width = block.len() / rows;
+        for r0 in (0..rows).step_by(T) {
             for r in r0..(r0 + T).min(rows) {
-                for c in c0..(c0 + T).min(cols) {
-                    out[c * rows + r] = src[r * cols + c];
+                for dc in 0..width {
+                    block[dc * rows + r] = src[r * cols + c0 + dc];
                 }
             }
         }
-    }
+    });
     out
 }
 
@@ -579,6 +585,18 @@ mod tests {
                 let a = kernel(w, &q, i);
                 let b = dot_scalar::<true>(w, &q, i);
                 assert!((a - b).abs() <= 1e-4 * (1.0 + b.abs()), "{a} vs {b}");
+            }
+        }
+    }
+
+    #[test]
+    fn transpose_swaps_rows_and_columns() {
+        let (rows, cols) = (37, 21);
+        let src: Vec<f32> = (0..rows * cols).map(|i| i as f32).collect();
+        let t = transpose(&src, rows, cols);
+        for r in 0..rows {
+            for c in 0..cols {
+                assert_eq!(t[c * rows + r], src[r * cols + c]);
             }
         }
     }
