@@ -27,6 +27,7 @@ use std::ops::Range;
 
 use candle_core::{DType, Device, Tensor};
 use half::f16;
+use half::slice::HalfFloatSliceExt;
 
 use crate::error::{Error, Result};
 use crate::gguf::GemmaConfig;
@@ -457,9 +458,8 @@ pub(crate) fn element_bytes(device: &Device) -> usize {
 
 /// `dst = f16(src)`, round to nearest even (ggml `GGML_FP32_TO_FP16`).
 fn store(dst: &mut [f16], src: &[f32]) {
-    for (d, &s) in dst.iter_mut().zip(src) {
-        *d = f16::from_f32(s);
-    }
+    // the slice conversion uses F16C for the whole run where the CPU has it
+    dst.convert_from_f32_slice(src);
 }
 
 /// Grow a host layer `[n_kv, old, d]` to `[n_kv, new, d]`. Heads are moved from the last one

@@ -293,36 +293,26 @@ impl Q8KRows {
         );
         assert_eq!(x.len(), m * k, "x must be m * k long");
         let blocks = m * k / QK_K;
-        let mut d = Vec::with_capacity(blocks);
+        let nb = k / QK_K;
+        let mut d = vec![0f32; blocks];
         let mut qs = vec![0i8; m * k];
         let mut bsums = vec![0i16; blocks * BSUMS];
-        for ((xb, qb), sb) in x
-            .chunks_exact(QK_K)
-            .zip(qs.chunks_exact_mut(QK_K))
-            .zip(bsums.chunks_exact_mut(BSUMS))
-        {
-            let mut max = 0f32;
-            let mut amax = 0f32;
-            for &v in xb {
-                if v.abs() > amax {
-                    amax = v.abs();
-                    max = v;
-                }
-            }
-            if amax == 0.0 {
-                // ggml leaves bsums unset here; zero is what they would sum to.
-                d.push(0.0);
-                continue;
-            }
-            // -127, not -128: ggml keeps every quant within ±127 for its IQ2 AVX kernels.
-            let iscale = -127.0 / max;
-            for (q, &v) in qb.iter_mut().zip(xb) {
-                *q = nearest_int(iscale * v).min(127) as i8;
-            }
-            for (s, q16) in sb.iter_mut().zip(qb.chunks_exact(16)) {
-                *s = q16.iter().map(|&q| q as i16).sum();
-            }
-            d.push(1.0 / iscale);
+        let row = |(((x, q), s), d): (((&[f32], &mut [i8]), &mut [i16]), &mut [f32])| {
+            quantize_row_q8_k(x, q, s, d)
+        };
+        // prompts: hundreds of rows, split across the compute threads
+        if m >= 64 {
+            x.par_chunks_exact(k)
+                .zip(qs.par_chunks_exact_mut(k))
+                .zip(bsums.par_chunks_exact_mut(nb * BSUMS))
+                .zip(d.par_chunks_exact_mut(nb))
+                .for_each(row);
+        } else {
+            x.chunks_exact(k)
+                .zip(qs.chunks_exact_mut(k))
+                .zip(bsums.chunks_exact_mut(nb * BSUMS))
+                .zip(d.chunks_exact_mut(nb))
+                .for_each(row);
         }
         Q8KRows {
             d,
@@ -340,6 +330,39 @@ impl Q8KRows {
             qs: &self.qs[i * nb * QK_K..(i + 1) * nb * QK_K],
             bsums: &self.bsums[i * nb * BSUMS..(i + 1) * nb * BSUMS],
         }
+    }
+}
+
+/// One row of [`Q8KRows::quantize`]: `x` `[k]` into quants, block sums and scales.
+fn quantize_row_q8_k(x: &[f32], qs: &mut [i8], bsums: &mut [i16], d: &mut [f32]) {
+    for (((xb, qb), sb), db) in x
+        .chunks_exact(QK_K)
+        .zip(qs.chunks_exact_mut(QK_K))
+        .zip(bsums.chunks_exact_mut(BSUMS))
+        .zip(d.iter_mut())
+    {
+        let mut max = 0f32;
+        let mut amax = 0f32;
+        for &v in xb {
+            if v.abs() > amax {
+                amax = v.abs();
+                max = v;
+            }
+        }
+        if amax == 0.0 {
+            // ggml leaves bsums unset here; zero is what they would sum to.
+            *db = 0.0;
+            continue;
+        }
+        // -127, not -128: ggml keeps every quant within ±127 for its IQ2 AVX kernels.
+        let iscale = -127.0 / max;
+        for (q, &v) in qb.iter_mut().zip(xb) {
+            *q = nearest_int(iscale * v).min(127) as i8;
+        }
+        for (s, q16) in sb.iter_mut().zip(qb.chunks_exact(16)) {
+            *s = q16.iter().map(|&q| q as i16).sum();
+        }
+        *db = 1.0 / iscale;
     }
 }
 
@@ -1358,6 +1381,18 @@ mod tests {
             (127.0, 127),
         ] {
             assert_eq!(nearest_int(x), want, "{x}");
+        }
+    }
+
+    #[test]
+    fn many_rows_quantize_as_each_row_alone() {
+        let (m, k) = (70, 512); // past the row count that splits across threads
+        let x: Vec<f32> = (0..m * k).map(|i| ((i * 7919) % 1013) as f32 / 97.0 - 5.0).collect();
+        let all = Q8KRows::quantize(&x, m, k);
+        for i in 0..m {
+            let one = Q8KRows::quantize(&x[i * k..(i + 1) * k], 1, k);
+            let (a, b) = (all.row(i), one.row(0));
+            assert_eq!((a.d, a.qs, a.bsums), (b.d, b.qs, b.bsums), "row {i}");
         }
     }
 

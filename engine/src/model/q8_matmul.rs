@@ -206,19 +206,21 @@ impl Q8Rows {
     /// scale stored as f16(amax / 127).
     pub fn quantize(x: &[f32], m: usize, k: usize) -> Self {
         let blocks_per_row = k / QK;
-        let mut scales = Vec::with_capacity(m * blocks_per_row);
+        let mut scales = vec![0f32; m * blocks_per_row];
         let mut quants = vec![0i8; m * k];
-        #[cfg(target_arch = "x86_64")]
-        if simd_available() {
-            // SAFETY: the CPU features were detected just above.
-            unsafe { quantize_blocks_avx2(x, &mut quants, &mut scales) };
-            return Q8Rows {
-                scales,
-                quants,
-                blocks_per_row,
-            };
+        let row = |((x, q), s): ((&[f32], &mut [i8]), &mut [f32])| quantize_blocks(x, q, s);
+        // prompts: hundreds of rows, split across the compute threads
+        if m >= 64 {
+            x.par_chunks_exact(k)
+                .zip(quants.par_chunks_exact_mut(k))
+                .zip(scales.par_chunks_exact_mut(blocks_per_row))
+                .for_each(row);
+        } else {
+            x.chunks_exact(k)
+                .zip(quants.chunks_exact_mut(k))
+                .zip(scales.chunks_exact_mut(blocks_per_row))
+                .for_each(row);
         }
-        quantize_blocks(x, &mut quants, &mut scales);
         Q8Rows {
             scales,
             quants,
@@ -227,26 +229,39 @@ impl Q8Rows {
     }
 }
 
+/// Quantize whole blocks of `x` into `quants` and `scales` (one per block).
+fn quantize_blocks(x: &[f32], quants: &mut [i8], scales: &mut [f32]) {
+    #[cfg(target_arch = "x86_64")]
+    if simd_available() {
+        // SAFETY: the CPU features were detected just above.
+        unsafe { quantize_blocks_avx2(x, quants, scales) };
+        return;
+    }
+    quantize_blocks_portable(x, quants, scales)
+}
+
 /// The same loop compiled with AVX2: `round_ties_even` becomes an inline `vroundps` instead of a
 /// call to libm's `rintf` per value (3% of prefill time).
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma,f16c")]
-fn quantize_blocks_avx2(x: &[f32], quants: &mut [i8], scales: &mut Vec<f32>) {
-    quantize_blocks(x, quants, scales)
+fn quantize_blocks_avx2(x: &[f32], quants: &mut [i8], scales: &mut [f32]) {
+    quantize_blocks_portable(x, quants, scales)
 }
 
 #[inline(always)]
-fn quantize_blocks(x: &[f32], quants: &mut [i8], scales: &mut Vec<f32>) {
+fn quantize_blocks_portable(x: &[f32], quants: &mut [i8], scales: &mut [f32]) {
+    for ((xb, qb), scale) in x
+        .chunks_exact(QK)
+        .zip(quants.chunks_exact_mut(QK))
+        .zip(scales.iter_mut())
     {
-        for (xb, qb) in x.chunks_exact(QK).zip(quants.chunks_exact_mut(QK)) {
-            let amax = xb.iter().fold(0f32, |a, v| a.max(v.abs()));
-            let d = amax / 127.0;
-            let id = if amax != 0.0 { 127.0 / amax } else { 0.0 };
-            for (q, v) in qb.iter_mut().zip(xb) {
-                *q = (v * id).round_ties_even() as i8;
-            }
-            scales.push(f16::from_f32(d).to_f32());
+        let amax = xb.iter().fold(0f32, |a, v| a.max(v.abs()));
+        let d = amax / 127.0;
+        let id = if amax != 0.0 { 127.0 / amax } else { 0.0 };
+        for (q, v) in qb.iter_mut().zip(xb) {
+            *q = (v * id).round_ties_even() as i8;
         }
+        *scale = f16::from_f32(d).to_f32();
     }
 }
 
@@ -586,6 +601,18 @@ mod tests {
                 let b = dot_scalar::<true>(w, &q, i);
                 assert!((a - b).abs() <= 1e-4 * (1.0 + b.abs()), "{a} vs {b}");
             }
+        }
+    }
+
+    #[test]
+    fn many_rows_quantize_as_each_row_alone() {
+        let (m, k) = (70, 96); // past the row count that splits across threads
+        let x = activations(m, k);
+        let all = Q8Rows::quantize(&x, m, k);
+        for i in 0..m {
+            let one = Q8Rows::quantize(&x[i * k..(i + 1) * k], 1, k);
+            assert_eq!(&all.quants[i * k..(i + 1) * k], &one.quants[..], "row {i}");
+            assert_eq!(&all.scales[i * 3..(i + 1) * 3], &one.scales[..], "row {i}");
         }
     }
 
