@@ -41,12 +41,6 @@ enum LayerCache {
     Device { k: Tensor, v: Tensor },
 }
 
-/// A layer's live K/V for attention.
-pub(crate) enum LayerView<'a> {
-    Host { k: &'a [f16], v: &'a [f16], slots: usize, used: usize },
-    Device { k: Tensor, v: Tensor },
-}
-
 #[derive(Debug)]
 pub struct KvCache {
     layers: Vec<LayerCache>,
@@ -220,28 +214,25 @@ impl KvCache {
         Ok(())
     }
 
-    /// Write `k`, `v` (`[n_kv_head, seq, head_dim]`) for positions `start..start+seq` of `layer`,
-    /// and return a view of the live slots to attend over.
+    /// Device caches: write `k`, `v` (`[n_kv_head, seq, head_dim]`) for positions
+    /// `start..start+seq` of `layer` and return the live slots to attend over. (Host caches are
+    /// written by [`Self::write_host`], which the CPU forward pass uses.)
     pub(crate) fn write_and_view(
         &mut self,
         layer: usize,
         start: usize,
         k: &Tensor,
         v: &Tensor,
-    ) -> candle_core::Result<LayerView<'_>> {
+    ) -> candle_core::Result<(Tensor, Tensor)> {
         let seq = k.dim(1)?;
-        if matches!(self.layers[layer], LayerCache::Host { .. }) {
-            let kn = k.flatten_all()?.to_vec1::<f32>()?;
-            let vn = v.flatten_all()?.to_vec1::<f32>()?;
-            self.write_slices(layer, start, &kn, &vn)?;
-        } else {
-            self.ensure_slots(layer, start + seq)?;
-            if let LayerCache::Device { k: kc, v: vc } = &mut self.layers[layer] {
-                write_device(kc, k, start)?;
-                write_device(vc, v, start)?;
-            }
-        }
-        self.view(layer, start + seq)
+        self.ensure_slots(layer, start + seq)?;
+        let used = (start + seq).min(self.slots(layer));
+        let LayerCache::Device { k: kc, v: vc } = &mut self.layers[layer] else {
+            candle_core::bail!("kv cache: device write on a host cache");
+        };
+        write_device(kc, k, start)?;
+        write_device(vc, v, start)?;
+        Ok((kc.narrow(1, 0, used)?, vc.narrow(1, 0, used)?))
     }
 
     /// Write K/V given as host slices `[n_kv_head, seq, head_dim]` for positions
@@ -277,19 +268,6 @@ impl KvCache {
             }
         }
         Ok(())
-    }
-
-    /// The live slots of `layer` once positions `..end` are written.
-    fn view(&self, layer: usize, end: usize) -> candle_core::Result<LayerView<'_>> {
-        let slots = self.slots(layer);
-        let used = end.min(slots);
-        Ok(match &self.layers[layer] {
-            LayerCache::Host { k, v, .. } => LayerView::Host { k, v, slots, used },
-            LayerCache::Device { k, v } => LayerView::Device {
-                k: k.narrow(1, 0, used)?,
-                v: v.narrow(1, 0, used)?,
-            },
-        })
     }
 
     /// The positions of `layer` that are still cached and that the next token may attend to:

@@ -1,4 +1,6 @@
-//! Gemma 3 forward pass on candle tensors and quantized matmuls.
+//! Gemma 3 forward pass. On the CPU it runs on host slices with our own kernels
+//! (`host_forward`, `q8_matmul`, `kquant_matmul`, `flash_attention`) inside one compute pool;
+//! on GPU devices on candle tensors and candle's quantized matmuls (`forward_step`).
 //!
 //! Numerics follow llama.cpp `src/models/gemma3.cpp`:
 //! embedding × sqrt(n_embd) → per layer: RMSNorm → Q/K/V → QK-RMSNorm → RoPE (base 10000 on
@@ -8,8 +10,8 @@
 //! logits from the tied embedding, optional soft-capping.
 //!
 //! GGUF norm weights already include Gemma's `+1`, so RMSNorm multiplies by them as stored.
-//! The token embedding stays quantized: rows are looked up with `QTensor::embedding` and the
-//! same tensor serves as the output projection.
+//! The token embedding stays quantized: rows are dequantized one at a time on lookup and the
+//! same matrix serves as the output projection.
 
 mod flash_attention;
 mod host_forward;
@@ -22,7 +24,7 @@ use candle_core::{D, DType, Device, Tensor};
 
 use crate::error::{Error, Result};
 use crate::gguf::{GemmaConfig, ModelFile};
-use crate::kv_cache::{KvCache, LayerView};
+use crate::kv_cache::KvCache;
 use linear::Linear;
 pub use rope::RopeTable;
 
@@ -206,6 +208,7 @@ impl Gemma3 {
         Ok(h)
     }
 
+    /// One step on a GPU device with candle's tensor ops (the CPU runs `forward_step_host`).
     fn forward_step(&self, tokens: &[u32], cache: &mut KvCache) -> Result<Tensor> {
         let c = &self.config;
         let seq = tokens.len();
@@ -213,17 +216,9 @@ impl Gemma3 {
         let mut x = (self.embedding.rows(tokens, &self.device)? * self.embed_scale)?;
 
         cache.begin_step(start, seq);
-        let ring_positions = cache.ring_positions().to_vec();
-        // Device backends attend with tensor ops and an additive mask; the CPU path reads
-        // slot positions directly.
-        let (mask_local, mask_global) = if self.device.is_cpu() {
-            (None, None)
-        } else {
-            (
-                Some(cache.mask(true, start, seq, &self.device)?),
-                Some(cache.mask(false, start, seq, &self.device)?),
-            )
-        };
+        // attention with tensor ops and an additive mask built from the slots' positions
+        let mask_local = cache.mask(true, start, seq, &self.device)?;
+        let mask_global = cache.mask(false, start, seq, &self.device)?;
 
         for (il, layer) in self.layers.iter().enumerate() {
             let _span = tracing::trace_span!("block", il).entered();
@@ -247,34 +242,14 @@ impl Gemma3 {
 
             let k = k.to_dtype(DType::F16)?.to_dtype(DType::F32)?;
             let v = v.to_dtype(DType::F16)?.to_dtype(DType::F32)?;
-            let window = if layer.sliding { c.sliding_window } else { None };
-            let attn = match cache.write_and_view(il, start, &k, &v)? {
-                LayerView::Host { k, v, slots, used } => {
-                    let positions = if layer.sliding {
-                        flash_attention::SlotPositions::Ring(ring_positions.as_slice())
-                    } else {
-                        flash_attention::SlotPositions::Identity
-                    };
-                    let vis = flash_attention::Visibility {
-                        slot_pos: positions,
-                        window,
-                    };
-                    let qv = q.flatten_all()?.to_vec1::<f32>()?;
-                    let out = flash_attention::attention(
-                        &qv, k, v, slots, used, c.n_head, c.n_kv_head, c.head_dim, start, seq,
-                        &vis,
-                    );
-                    Tensor::from_vec(out, (seq, c.n_head * c.head_dim), &self.device)?
-                }
-                LayerView::Device { k: keys, v: values } => {
-                    let mask = cache_mask(layer.sliding, &mask_local, &mask_global)?;
-                    let attn = attention(&q, &keys, &values, mask, c.n_kv_head)?;
-                    // [n_head, seq, d] -> [seq, n_head * d]
-                    attn.transpose(0, 1)?
-                        .contiguous()?
-                        .reshape((seq, c.n_head * c.head_dim))?
-                }
-            };
+            let (keys, values) = cache.write_and_view(il, start, &k, &v)?;
+            let mask = if layer.sliding { &mask_local } else { &mask_global };
+            let attn = attention(&q, &keys, &values, mask, c.n_kv_head)?;
+            // [n_head, seq, d] -> [seq, n_head * d]
+            let attn = attn
+                .transpose(0, 1)?
+                .contiguous()?
+                .reshape((seq, c.n_head * c.head_dim))?;
             let attn = layer.o.forward(&attn)?;
             let attn = candle_nn::ops::rms_norm(&attn, &layer.post_attn_norm.tensor, c.rms_eps)?;
             let x_attn = (attn + &x)?;
@@ -346,16 +321,6 @@ fn attention(
     let probs = probs.reshape((n_kv_head, group * seq, used))?;
     let out = probs.matmul(&values.contiguous()?)?;
     out.reshape((n_head, seq, d))
-}
-
-fn cache_mask<'a>(
-    sliding: bool,
-    local: &'a Option<Tensor>,
-    global: &'a Option<Tensor>,
-) -> candle_core::Result<&'a Tensor> {
-    let m = if sliding { local } else { global };
-    m.as_ref()
-        .ok_or_else(|| candle_core::Error::Msg("attention mask missing".into()))
 }
 
 fn norm(file: &mut ModelFile, name: &str, len: usize, device: &Device) -> Result<Norm> {
