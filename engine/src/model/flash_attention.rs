@@ -162,6 +162,7 @@ mod simd {
     //! FMA accumulators over 32-element steps), `ggml_vec_scale_f16` and `ggml_vec_mad_f16`
     //! (convert the f16 accumulator to f32, multiply or fuse-multiply-add, convert back with
     //! round-to-nearest-even).
+    use super::super::x86::hsum;
     use half::f16;
     use std::arch::x86_64::*;
 
@@ -202,17 +203,6 @@ mod simd {
     fn load_f32(p: &[f32], i: usize) -> __m256 {
         // SAFETY: callers pass i + 8 <= p.len().
         unsafe { _mm256_loadu_ps(p.as_ptr().add(i)) }
-    }
-
-    #[inline]
-    #[target_feature(enable = "avx2,fma,f16c")]
-    fn hsum(v: __m256) -> f32 {
-        let lo = _mm256_castps256_ps128(v);
-        let hi = _mm256_extractf128_ps(v, 1);
-        let s = _mm_add_ps(lo, hi);
-        let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-        let s = _mm_add_ss(s, _mm_movehdup_ps(s));
-        _mm_cvtss_f32(s)
     }
 
     /// `d % 32 == 0`.

@@ -606,6 +606,7 @@ mod avx2 {
     //! (Q4_K nibbles 0..15, Q6_K values 0..63 before the −32), so `maddubs` takes them directly:
     //! its pairwise i16 sums stay below 2·63·127 and never saturate. Q4_K's mins and Q6_K's −32
     //! are applied through the activations' `bsums`.
+    use super::super::x86::hsum;
     use super::{BSUMS, Q4_K_BYTES, Q6_K_BYTES, Q8KRow, Q8KRows, QK_K, q4_k_scales_mins};
     use std::arch::x86_64::*;
 
@@ -622,16 +623,6 @@ mod avx2 {
             // a prefetch is a hint: it never faults, whatever the address
             _mm_prefetch::<_MM_HINT_T0>(ahead.wrapping_add(line) as *const i8);
         }
-    }
-
-    #[inline]
-    #[target_feature(enable = "avx2,fma")]
-    fn hsum_float_8(x: __m256) -> f32 {
-        let res = _mm256_extractf128_ps::<1>(x);
-        let res = _mm_add_ps(res, _mm256_castps256_ps128(x));
-        let res = _mm_add_ps(res, _mm_movehl_ps(res, res));
-        let res = _mm_add_ss(res, _mm_movehdup_ps(res));
-        _mm_cvtss_f32(res)
     }
 
     /// ggml `get_scale_shuffle_k4(i)`: bytes `2i, 2i+1` repeated, broadcasting i16 lane `i`.
@@ -730,7 +721,7 @@ mod avx2 {
         }
         let acc_m = _mm_add_ps(acc_m, _mm_movehl_ps(acc_m, acc_m));
         let acc_m = _mm_add_ss(acc_m, _mm_movehdup_ps(acc_m));
-        hsum_float_8(acc) + _mm_cvtss_f32(acc_m)
+        hsum(acc) + _mm_cvtss_f32(acc_m)
     }
 
     #[target_feature(enable = "avx2,fma,f16c")]
@@ -814,7 +805,7 @@ mod avx2 {
             let sumi = _mm256_sub_epi32(sumi, q8sclsub);
             acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sumi), acc);
         }
-        hsum_float_8(acc)
+        hsum(acc)
     }
 
     /// The two f16 values in `bits` (the first in the low half) as f32 lanes 0 and 1, through
@@ -1019,7 +1010,7 @@ mod avx2 {
                 let a = acc_m[rm][rn];
                 let a = _mm_add_ps(a, _mm_movehl_ps(a, a));
                 let a = _mm_add_ss(a, _mm_movehdup_ps(a));
-                out[rm][rn] = hsum_float_8(acc[rm][rn]) + _mm_cvtss_f32(a);
+                out[rm][rn] = hsum(acc[rm][rn]) + _mm_cvtss_f32(a);
             }
         }
     }
@@ -1095,7 +1086,7 @@ mod avx2 {
         }
         for rm in 0..RM {
             for rn in 0..RN {
-                out[rm][rn] = hsum_float_8(acc[rm][rn]);
+                out[rm][rn] = hsum(acc[rm][rn]);
             }
         }
     }

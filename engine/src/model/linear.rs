@@ -110,22 +110,8 @@ impl Linear {
     /// Rows `ids` as a host vector `[ids.len() * k]`.
     pub fn rows_host(&self, ids: &[u32]) -> candle_core::Result<Vec<f32>> {
         match self {
-            Linear::Blocks(w) => {
-                let k = w.cols();
-                let mut out = vec![0f32; ids.len() * k];
-                for (&id, dst) in ids.iter().zip(out.chunks_exact_mut(k)) {
-                    w.dequantize_row(id as usize, dst);
-                }
-                Ok(out)
-            }
-            Linear::KQuant(w) => {
-                let k = w.cols();
-                let mut out = vec![0f32; ids.len() * k];
-                for (&id, dst) in ids.iter().zip(out.chunks_exact_mut(k)) {
-                    w.dequantize_row(id as usize, dst);
-                }
-                Ok(out)
-            }
+            Linear::Blocks(w) => Ok(gather_rows(ids, w.cols(), |r, dst| w.dequantize_row(r, dst))),
+            Linear::KQuant(w) => Ok(gather_rows(ids, w.cols(), |r, dst| w.dequantize_row(r, dst))),
             Linear::Candle(_) => {
                 self.rows(ids, &Device::Cpu)?.flatten_all()?.to_vec1::<f32>()
             }
@@ -143,4 +129,13 @@ impl Linear {
             }
         }
     }
+}
+
+/// Rows `ids` of a `k`-wide matrix, each dequantized by `row(id, dst)`.
+fn gather_rows(ids: &[u32], k: usize, row: impl Fn(usize, &mut [f32])) -> Vec<f32> {
+    let mut out = vec![0f32; ids.len() * k];
+    for (&id, dst) in ids.iter().zip(out.chunks_exact_mut(k)) {
+        row(id as usize, dst);
+    }
+    out
 }

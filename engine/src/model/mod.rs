@@ -19,6 +19,8 @@ mod kquant_matmul;
 mod linear;
 mod q8_matmul;
 mod rope;
+#[cfg(target_arch = "x86_64")]
+mod x86;
 
 use candle_core::{D, DType, Device, Tensor};
 

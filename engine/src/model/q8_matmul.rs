@@ -351,6 +351,7 @@ mod avx2 {
     //! ggml's AVX2 formulation (`ggml-cpu/arch/x86/quants.c`): `mul_sum_i8_pairs_float`
     //! (sign trick + maddubs + madd), one fused multiply-add per block into 8 float lanes.
     use super::{Q8Rows, QK, Q5_0_BYTES, Q8_0_BYTES};
+    use super::super::x86::hsum;
     use std::arch::x86_64::*;
 
     #[inline]
@@ -371,17 +372,6 @@ mod avx2 {
     #[target_feature(enable = "avx2,fma,f16c")]
     fn f16_splat(lo: u8, hi: u8) -> __m256 {
         _mm256_cvtph_ps(_mm_set1_epi16(i16::from_le_bytes([lo, hi])))
-    }
-
-    #[inline]
-    #[target_feature(enable = "avx2,fma,f16c")]
-    fn hsum(v: __m256) -> f32 {
-        let lo = _mm256_castps256_ps128(v);
-        let hi = _mm256_extractf128_ps(v, 1);
-        let s = _mm_add_ps(lo, hi);
-        let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-        let s = _mm_add_ss(s, _mm_movehdup_ps(s));
-        _mm_cvtss_f32(s)
     }
 
     /// 32 bits → 32 bytes, 0xFF where the bit is set (ggml `bytes_from_bits_32`).
