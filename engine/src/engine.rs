@@ -106,8 +106,9 @@ impl Engine {
         let model = Gemma3::load(&mut file, config.context, &device)?;
         let gc: &GemmaConfig = model.config();
         // Decided here so that a budget too small for even one page fails the load clearly.
+        let kv_shape = KvShape::of(gc, crate::kv_cache::element_bytes(&device));
         let context = context_for_budget(
-            &KvShape::of(gc, crate::kv_cache::element_bytes(&device)),
+            &kv_shape,
             config.context,
             model.max_context(),
             config.prefill_chunk,
@@ -124,7 +125,9 @@ impl Engine {
             training_context: gc.context_length,
             device: used,
             load_seconds: 0.0,
-            kv_bytes_per_token: 0,
+            // the formula `KvCache::bytes_per_token` reports, without allocating a session
+            kv_bytes_per_token: (kv_shape.full_bytes(context, config.prefill_chunk) / context as u64)
+                as usize,
         };
         let mut engine = Engine {
             model,
@@ -134,7 +137,6 @@ impl Engine {
             device_notice,
             model_sha256: OnceLock::new(),
         };
-        engine.info.kv_bytes_per_token = engine.new_session()?.kv_bytes_per_token();
         if engine.config.warm_up {
             engine.warm_up()?;
         }

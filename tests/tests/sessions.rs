@@ -477,6 +477,8 @@ fn a_memory_budget_sizes_the_context_and_memory_grows_with_use() {
     let unlimited = session(&engine, 4096, 512);
     assert_eq!(unlimited.context(), 4096);
     let per_token = unlimited.kv_bytes_per_token() as u64;
+    // what the engine reports at load (computed without allocating a session) is the same
+    assert_eq!(engine.info().kv_bytes_per_token as u64, per_token);
 
     // Gemma 3 270M on the CPU: 3 global layers of 1 KiB per position (K and V, one head of
     // 256, f16), 15 sliding rings of 512 + 512
