@@ -907,6 +907,24 @@ mod avx2 {
         }
         (q, sc)
     }
+    /// `acc += (d_y · d_w) · f32(sumi)` for every tile output: one super-block's integer sums
+    /// scaled in, as the one-row kernels' `y.d[i] * d`.
+    #[inline]
+    #[target_feature(enable = "avx2,fma,f16c")]
+    fn accumulate_block<const RM: usize, const RN: usize>(
+        acc: &mut [[__m256; RN]; RM],
+        sumi: &[[__m256i; RN]; RM],
+        dw: &[__m256; RM],
+        dy: &[__m256; RN],
+    ) {
+        for rm in 0..RM {
+            for rn in 0..RN {
+                let d = _mm256_mul_ps(dy[rn], dw[rm]);
+                acc[rm][rn] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sumi[rm][rn]), acc[rm][rn]);
+            }
+        }
+    }
+
 
     /// `vec_dot_q4_k_q8_k` for `RM` weight rows × `RN` activation rows at once. Per super-block,
     /// each weight row's scales, mins and f16 factors are unpacked once and each activation
@@ -997,13 +1015,7 @@ mod avx2 {
                     sub_block_dots(&hi, &sc_hi, &y, i * QK_K + 64 * j + 32, &mut sumi);
                 }
             }
-            for rm in 0..RM {
-                for rn in 0..RN {
-                    // d = d_y · d_w, as the one-row kernel's `y.d[i] * d`.
-                    let d = _mm256_mul_ps(dy[rn], dw[rm]);
-                    acc[rm][rn] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sumi[rm][rn]), acc[rm][rn]);
-                }
-            }
+            accumulate_block(&mut acc, &sumi, &dw, &dy);
         }
         for rm in 0..RM {
             for rn in 0..RN {
@@ -1076,13 +1088,7 @@ mod avx2 {
                     sub_block_dots(&q, &sc, &y, at + 96, &mut sumi);
                 }
             }
-            for rm in 0..RM {
-                for rn in 0..RN {
-                    // d = d_y · d_w, as the one-row kernel's `y.d[i] * d`.
-                    let d = _mm256_mul_ps(dy[rn], dw[rm]);
-                    acc[rm][rn] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sumi[rm][rn]), acc[rm][rn]);
-                }
-            }
+            accumulate_block(&mut acc, &sumi, &dw, &dy);
         }
         for rm in 0..RM {
             for rn in 0..RN {
