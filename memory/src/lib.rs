@@ -1,0 +1,29 @@
+//! Companion's conversation memory, on SQLite (rusqlite, bundled, with FTS5). It knows
+//! nothing of the model: token counts and summaries come from the glue through plain numbers
+//! and the [`Summarizer`] trait, KV snapshots are opaque bytes.
+//!
+//! - [`store`]: the database (pragmas, schema upgrades by `PRAGMA user_version`, recovery of a
+//!   corrupt file), conversations, messages, summaries, KV snapshot files;
+//! - [`policy`] and [`compaction`]: the L2 tier — when to summarize what;
+//! - [`reply`]: checkpointing a reply while it streams;
+//! - [`search`]: full-text search (English and CJK); [`export`]: Markdown and JSON.
+
+pub mod compaction;
+pub mod error;
+pub mod export;
+pub mod policy;
+pub mod reply;
+pub mod search;
+pub mod store;
+pub mod summarizer;
+pub mod types;
+
+pub use compaction::{CompactionOutcome, PromptParts};
+pub use error::{Error, Result};
+pub use export::ConversationExport;
+pub use policy::PolicyConfig;
+pub use reply::ReplyRecorder;
+pub use search::SearchHit;
+pub use store::{Opened, Recovery, Store, StoreConfig, default_database_path};
+pub use summarizer::{Summarizer, SummaryRequest, SummaryText};
+pub use types::*;

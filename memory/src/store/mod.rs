@@ -1,0 +1,260 @@
+//! The SQLite store: one database file (WAL, foreign keys, a busy timeout, full sync so a
+//! committed message survives power loss), its schema upgrades, and the recovery of a corrupt
+//! file, which is moved aside with a timestamp — never deleted — before a fresh database is
+//! started. KV snapshots are files in a folder beside the database (see `snapshots.rs`).
+
+mod conversations;
+mod messages;
+pub mod schema;
+mod snapshots;
+mod summaries;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use rusqlite::{Connection, ErrorCode, OpenFlags};
+
+use crate::error::{Error, Result};
+use crate::types::now_ms;
+
+/// Default disk budget for KV snapshots; the least recently used are pruned beyond it.
+pub const DEFAULT_SNAPSHOT_BUDGET_BYTES: u64 = 1 << 30;
+
+/// A streaming reply not checkpointed for this long belongs to a process that is gone.
+const ABANDONED_REPLY_MS: i64 = 10_000;
+
+#[derive(Debug, Clone)]
+pub struct StoreConfig {
+    pub path: PathBuf,
+    pub snapshot_budget_bytes: u64,
+}
+
+impl StoreConfig {
+    pub fn new(path: impl Into<PathBuf>) -> Self {
+        StoreConfig {
+            path: path.into(),
+            snapshot_budget_bytes: DEFAULT_SNAPSHOT_BUDGET_BYTES,
+        }
+    }
+}
+
+/// The file that was found corrupt and where it went.
+#[derive(Debug, Clone)]
+pub struct Recovery {
+    pub moved_to: PathBuf,
+    pub reason: String,
+}
+
+impl Recovery {
+    /// What to tell the user.
+    pub fn message(&self) -> String {
+        format!(
+            "The conversation database could not be read ({}). It was kept as {} and a new, empty database was started.",
+            self.reason,
+            self.moved_to.display()
+        )
+    }
+}
+
+pub struct Opened {
+    pub store: Store,
+    /// Set when a corrupt file was moved aside.
+    pub recovery: Option<Recovery>,
+}
+
+/// The owner of the conversation database.
+pub struct Store {
+    pub(crate) conn: Connection,
+    path: PathBuf,
+    snapshot_dir: PathBuf,
+    snapshot_budget_bytes: u64,
+}
+
+impl Store {
+    pub fn open(path: impl Into<PathBuf>) -> Result<Opened> {
+        Self::open_with(StoreConfig::new(path))
+    }
+
+    pub fn open_with(config: StoreConfig) -> Result<Opened> {
+        let path = config.path.clone();
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).map_err(|e| Error::io("create", dir, e))?;
+        }
+        match Self::open_existing(&config) {
+            Ok(store) => Ok(Opened {
+                store,
+                recovery: None,
+            }),
+            Err(Error::Sqlite(e)) if is_corruption(&e) => {
+                let reason = e.to_string();
+                let moved_to = move_aside(&path)?;
+                tracing::warn!(path = %path.display(), moved_to = %moved_to.display(), %reason, "corrupt conversation database moved aside");
+                let store = Self::open_existing(&config)?;
+                Ok(Opened {
+                    store,
+                    recovery: Some(Recovery { moved_to, reason }),
+                })
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    fn open_existing(config: &StoreConfig) -> Result<Store> {
+        let path = &config.path;
+        let mut conn = Connection::open_with_flags(
+            path,
+            OpenFlags::SQLITE_OPEN_READ_WRITE
+                | OpenFlags::SQLITE_OPEN_CREATE
+                | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )?;
+        conn.busy_timeout(Duration::from_secs(5))?;
+        // Reading the schema and a quick check up front turns a non-SQLite or damaged file into
+        // an error here, where it can be moved aside, rather than on some later write.
+        let check: String = conn.query_row("PRAGMA quick_check(1)", [], |r| r.get(0))?;
+        if check != "ok" {
+            return Err(Error::Sqlite(rusqlite::Error::SqliteFailure(
+                rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_CORRUPT),
+                Some(check),
+            )));
+        }
+        // A newer schema is refused before anything (even the journal mode) is written.
+        let version = schema::user_version(&conn)?;
+        if version > schema::SCHEMA_VERSION {
+            return Err(Error::SchemaTooNew {
+                path: path.clone(),
+                found: version,
+                supported: schema::SCHEMA_VERSION,
+            });
+        }
+        conn.pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get::<_, String>(0))?;
+        conn.pragma_update(None, "synchronous", "FULL")?;
+        conn.pragma_update(None, "foreign_keys", "ON")?;
+        schema::migrate(&mut conn, path)?;
+        let snapshot_dir = snapshot_dir_for(path);
+        let store = Store {
+            conn,
+            path: path.clone(),
+            snapshot_dir,
+            snapshot_budget_bytes: config.snapshot_budget_bytes,
+        };
+        store.recover_abandoned_replies()?;
+        store.sweep_snapshot_files()?;
+        Ok(store)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Replies left `streaming` by a process that died keep their text and become `stopped`.
+    fn recover_abandoned_replies(&self) -> Result<()> {
+        let ids: Vec<i64> = {
+            let mut stmt = self.conn.prepare(
+                "SELECT id FROM messages WHERE status = 'streaming' AND updated_at < ?1",
+            )?;
+            stmt.query_map([now_ms() - ABANDONED_REPLY_MS], |r| r.get(0))?
+                .collect::<rusqlite::Result<_>>()?
+        };
+        for id in ids {
+            self.finish_abandoned_reply(id)?;
+        }
+        Ok(())
+    }
+
+    /// Run `f` in one transaction.
+    pub(crate) fn in_transaction<T>(
+        &self,
+        f: impl FnOnce(&rusqlite::Transaction<'_>) -> Result<T>,
+    ) -> Result<T> {
+        let tx = self.conn.unchecked_transaction()?;
+        let out = f(&tx)?;
+        tx.commit()?;
+        Ok(out)
+    }
+
+    /// `PRAGMA integrity_check`: "ok" for a sound database.
+    pub fn integrity_check(&self) -> Result<String> {
+        Ok(self
+            .conn
+            .query_row("PRAGMA integrity_check", [], |r| r.get(0))?)
+    }
+}
+
+/// Where Companion keeps its conversations when not told otherwise: `$COMPANION_DB`, else
+/// `$XDG_DATA_HOME/companion/companion.db` (`~/.local/share/…` on Linux,
+/// `~/Library/Application Support/Companion/…` on macOS).
+pub fn default_database_path() -> PathBuf {
+    if let Some(p) = std::env::var_os("COMPANION_DB").filter(|p| !p.is_empty()) {
+        return p.into();
+    }
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    let base = if cfg!(target_os = "macos") {
+        home.map(|h| h.join("Library/Application Support/Companion"))
+    } else {
+        std::env::var_os("XDG_DATA_HOME")
+            .filter(|p| !p.is_empty())
+            .map(PathBuf::from)
+            .or_else(|| home.map(|h| h.join(".local/share")))
+            .map(|d| d.join("companion"))
+    };
+    base.unwrap_or_else(|| PathBuf::from("."))
+        .join("companion.db")
+}
+
+fn snapshot_dir_for(db: &Path) -> PathBuf {
+    let name = db
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "companion.db".into());
+    db.with_file_name(format!("{name}.snapshots"))
+}
+
+fn is_corruption(e: &rusqlite::Error) -> bool {
+    matches!(
+        e.sqlite_error_code(),
+        Some(ErrorCode::NotADatabase | ErrorCode::DatabaseCorrupt)
+    )
+}
+
+/// Rename the database (and its WAL and shared-memory files) to `NAME.corrupt-TIMESTAMP`.
+fn move_aside(path: &Path) -> Result<PathBuf> {
+    let t = time::OffsetDateTime::now_utc();
+    let stamp = format!(
+        "{:04}{:02}{:02}T{:02}{:02}{:02}Z",
+        t.year(),
+        u8::from(t.month()),
+        t.day(),
+        t.hour(),
+        t.minute(),
+        t.second()
+    );
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let mut target = path.with_file_name(format!("{name}.corrupt-{stamp}"));
+    let mut n = 1;
+    while target.exists() {
+        target = path.with_file_name(format!("{name}.corrupt-{stamp}-{n}"));
+        n += 1;
+    }
+    std::fs::rename(path, &target).map_err(|e| Error::io("move aside", path, e))?;
+    for suffix in ["-wal", "-shm"] {
+        let side = path.with_file_name(format!("{name}{suffix}"));
+        if side.exists() {
+            let to = target.with_file_name(format!(
+                "{}{suffix}",
+                target
+                    .file_name()
+                    .map(|n| n.to_string_lossy())
+                    .unwrap_or_default()
+            ));
+            std::fs::rename(&side, &to).map_err(|e| Error::io("move aside", &side, e))?;
+        }
+    }
+    Ok(target)
+}
+
+pub(crate) use conversations::insert_conversation;
+pub(crate) use messages::insert_message;
+pub(crate) use summaries::insert_summary;

@@ -1,0 +1,155 @@
+//! The schema and its upgrades, versioned with `PRAGMA user_version` as mozilla's
+//! application-services does: a fresh database runs every step from 0, an older one runs the
+//! steps it lacks, one version at a time, each in its own transaction; a database newer than
+//! this code is refused and left untouched. Each step's SQL is frozen once released: change the
+//! schema by adding a step, never by editing one (tests/fixtures holds copies of old schemas).
+
+use rusqlite::Connection;
+
+use crate::error::{Error, Result};
+
+/// The schema version this code writes.
+pub const SCHEMA_VERSION: i64 = 2;
+
+/// Version 1: conversations, messages, L2 summaries and KV snapshot records.
+const V1: &str = "
+CREATE TABLE conversations (
+    id          TEXT PRIMARY KEY,
+    title       TEXT NOT NULL,
+    created_at  INTEGER NOT NULL,
+    updated_at  INTEGER NOT NULL,
+    model       TEXT,
+    settings    TEXT NOT NULL DEFAULT '{}',
+    pinned      INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX conversations_by_recency ON conversations (pinned DESC, updated_at DESC);
+
+CREATE TABLE messages (
+    id              INTEGER PRIMARY KEY,
+    conversation_id TEXT NOT NULL REFERENCES conversations (id) ON DELETE CASCADE,
+    seq             INTEGER NOT NULL,
+    role            TEXT NOT NULL CHECK (role IN ('system', 'user', 'assistant')),
+    text            TEXT NOT NULL,
+    token_count     INTEGER,
+    status          TEXT NOT NULL CHECK (status IN ('streaming', 'complete', 'stopped', 'error')),
+    created_at      INTEGER NOT NULL,
+    updated_at      INTEGER NOT NULL,
+    timings         TEXT,
+    UNIQUE (conversation_id, seq)
+);
+
+CREATE TABLE summaries (
+    id              INTEGER PRIMARY KEY,
+    conversation_id TEXT NOT NULL REFERENCES conversations (id) ON DELETE CASCADE,
+    first_seq       INTEGER NOT NULL,
+    last_seq        INTEGER NOT NULL,
+    text            TEXT NOT NULL,
+    token_count     INTEGER NOT NULL,
+    model           TEXT NOT NULL,
+    created_at      INTEGER NOT NULL,
+    CHECK (first_seq <= last_seq)
+);
+CREATE INDEX summaries_by_conversation ON summaries (conversation_id, first_seq);
+
+CREATE TABLE kv_snapshots (
+    conversation_id TEXT PRIMARY KEY REFERENCES conversations (id) ON DELETE CASCADE,
+    model_sha256    TEXT NOT NULL,
+    format_version  INTEGER NOT NULL,
+    token_count     INTEGER NOT NULL,
+    byte_count      INTEGER NOT NULL,
+    file            TEXT NOT NULL,
+    created_at      INTEGER NOT NULL,
+    last_used_at    INTEGER NOT NULL
+);
+";
+
+/// Version 2: full-text search over messages and titles (FTS5; CJK text is indexed one
+/// character per token, see `search.rs`), and documents with their chunk summaries.
+const V2: &str = "
+CREATE VIRTUAL TABLE search_index USING fts5 (
+    body,
+    kind UNINDEXED,
+    conversation_id UNINDEXED,
+    message_id UNINDEXED,
+    tokenize = 'porter unicode61 remove_diacritics 2'
+);
+
+CREATE TABLE documents (
+    id          INTEGER PRIMARY KEY,
+    path        TEXT NOT NULL,
+    sha256      TEXT NOT NULL,
+    byte_count  INTEGER NOT NULL,
+    model       TEXT NOT NULL,
+    settings    TEXT NOT NULL DEFAULT '{}',
+    chunk_count INTEGER,
+    summary     TEXT,
+    created_at  INTEGER NOT NULL,
+    updated_at  INTEGER NOT NULL,
+    UNIQUE (sha256, model, settings)
+);
+
+CREATE TABLE document_chunks (
+    document_id  INTEGER NOT NULL REFERENCES documents (id) ON DELETE CASCADE,
+    level        INTEGER NOT NULL,
+    idx          INTEGER NOT NULL,
+    input_tokens INTEGER NOT NULL,
+    summary      TEXT NOT NULL,
+    created_at   INTEGER NOT NULL,
+    PRIMARY KEY (document_id, level, idx)
+);
+";
+
+/// One upgrade step: SQL, then Rust for what SQL cannot do (filling a new index).
+struct Step {
+    sql: &'static str,
+    after: Option<fn(&Connection) -> Result<()>>,
+}
+
+const STEPS: [Step; SCHEMA_VERSION as usize] = [
+    Step {
+        sql: V1,
+        after: None,
+    },
+    Step {
+        sql: V2,
+        after: Some(crate::search::reindex_all),
+    },
+];
+
+pub fn user_version(conn: &Connection) -> Result<i64> {
+    Ok(conn.pragma_query_value(None, "user_version", |r| r.get(0))?)
+}
+
+/// Bring the schema to [`SCHEMA_VERSION`]; refuse a newer one without touching it.
+pub fn migrate(conn: &mut Connection, path: &std::path::Path) -> Result<()> {
+    let found = user_version(conn)?;
+    if found < 0 {
+        return Err(Error::InvalidArgument(format!(
+            "{} has an invalid schema version {found}",
+            path.display()
+        )));
+    }
+    if found > SCHEMA_VERSION {
+        return Err(Error::SchemaTooNew {
+            path: path.to_path_buf(),
+            found,
+            supported: SCHEMA_VERSION,
+        });
+    }
+    for version in found..SCHEMA_VERSION {
+        let step = &STEPS[version as usize];
+        let tx = conn.transaction()?;
+        tx.execute_batch(step.sql)?;
+        if let Some(after) = step.after {
+            after(&tx)?;
+        }
+        tx.pragma_update(None, "user_version", version + 1)?;
+        tx.commit()?;
+        tracing::info!(
+            from = version,
+            to = version + 1,
+            "conversation database upgraded"
+        );
+    }
+    Ok(())
+}
