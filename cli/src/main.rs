@@ -9,8 +9,6 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-
-
 #[derive(Parser)]
 #[command(name = "companion", version, about = "Companion: an offline assistant on Gemma", long_about = None)]
 struct Cli {
@@ -26,8 +24,10 @@ enum Command {
     Score(commands::score::Args),
     /// Generate a reply to PROMPT, streamed to stdout.
     Generate(commands::generate::Args),
-    /// Chat in the terminal; Ctrl-C stops the current reply.
+    /// Chat in the terminal, saved as you go; Ctrl-C stops the current reply.
     Chat(commands::chat::Args),
+    /// List, show, search, export, import, rename, pin and delete saved conversations.
+    Conversations(commands::conversations::Args),
     /// Measure load, first token, prefill, decode, memory and the typing scenario.
     Bench(commands::bench::Args),
 }
@@ -54,6 +54,7 @@ fn main() -> ExitCode {
         Command::Score(a) => commands::score::run(a),
         Command::Generate(a) => commands::generate::run(a),
         Command::Chat(a) => commands::chat::run(a),
+        Command::Conversations(a) => commands::conversations::run(a),
         Command::Bench(a) => commands::bench::run(a),
     };
     match result {
@@ -76,4 +77,3 @@ fn one_line(e: &anyhow::Error) -> String {
     }
     parts.join(": ").replace('\n', " ")
 }
-

@@ -24,7 +24,9 @@ pub struct ModelOptions {
 
 impl ModelOptions {
     pub fn model_path(&self) -> PathBuf {
-        self.model.clone().unwrap_or_else(engine::default_model_path)
+        self.model
+            .clone()
+            .unwrap_or_else(engine::default_model_path)
     }
 
     pub fn engine_config(&self) -> EngineConfig {
@@ -96,5 +98,28 @@ impl SamplingOptions {
             stop_strings: self.stop.clone(),
             ignore_eos: false,
         }
+    }
+}
+
+/// Where the conversations live.
+#[derive(Args, Debug, Clone)]
+pub struct StoreOptions {
+    /// The conversation database [default: $COMPANION_DB, else Companion's data directory]
+    #[arg(long, value_name = "PATH")]
+    pub db: Option<PathBuf>,
+}
+
+impl StoreOptions {
+    /// Open the database; a corrupt file is moved aside, with a notice on stderr.
+    pub fn open(&self) -> Result<memory::Store> {
+        let path = self
+            .db
+            .clone()
+            .unwrap_or_else(memory::default_database_path);
+        let opened = memory::Store::open(&path)?;
+        if let Some(recovery) = &opened.recovery {
+            eprintln!("notice: {}", recovery.message());
+        }
+        Ok(opened.store)
     }
 }

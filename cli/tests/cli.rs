@@ -18,7 +18,10 @@ fn stderr(o: &Output) -> String {
 fn assert_clean_failure(o: &Output, needle: &str) {
     let err = stderr(o);
     assert!(!o.status.success(), "expected failure, got success: {err}");
-    assert!(!err.contains("panicked") && !err.contains("RUST_BACKTRACE"), "{err}");
+    assert!(
+        !err.contains("panicked") && !err.contains("RUST_BACKTRACE"),
+        "{err}"
+    );
     let lines: Vec<&str> = err.lines().filter(|l| !l.trim().is_empty()).collect();
     assert_eq!(lines.len(), 1, "expected one line, got: {err}");
     assert!(lines[0].starts_with("error:"), "{err}");
@@ -30,7 +33,10 @@ fn tokenize_prints_ids_json() {
     let o = companion(&["tokenize", "--bos", "Hello, world!"]);
     assert!(o.status.success(), "{}", stderr(&o));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    assert_eq!(v, serde_json::json!({"ids": [2, 9259, 236764, 1902, 236888]}));
+    assert_eq!(
+        v,
+        serde_json::json!({"ids": [2, 9259, 236764, 1902, 236888]})
+    );
 }
 
 #[test]
@@ -96,13 +102,24 @@ fn score_prints_one_object_per_position() {
 #[test]
 fn generate_json_reports_ids_text_and_timings() {
     let o = companion(&[
-        "generate", "--raw", "--json", "--temperature", "0", "--max-tokens", "8",
+        "generate",
+        "--raw",
+        "--json",
+        "--temperature",
+        "0",
+        "--max-tokens",
+        "8",
         "The capital of France is",
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     // llama.cpp's greedy continuation of this prompt starts with these tokens
-    let ids: Vec<u64> = v["ids"].as_array().unwrap().iter().map(|x| x.as_u64().unwrap()).collect();
+    let ids: Vec<u64> = v["ids"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_u64().unwrap())
+        .collect();
     assert_eq!(&ids[..3], &[506, 5279, 529]);
     assert!(v["text"].as_str().unwrap().starts_with(" the capital of"));
     assert!(v["timings"]["decodeTokensPerSecond"].as_f64().unwrap() > 0.0);
@@ -110,7 +127,15 @@ fn generate_json_reports_ids_text_and_timings() {
 
 #[test]
 fn generate_streams_text_to_stdout() {
-    let o = companion(&["generate", "--raw", "--temperature", "0", "--max-tokens", "6", "The capital of France is"]);
+    let o = companion(&[
+        "generate",
+        "--raw",
+        "--temperature",
+        "0",
+        "--max-tokens",
+        "6",
+        "The capital of France is",
+    ]);
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(String::from_utf8_lossy(&o.stdout).starts_with(" the capital of"));
 }
@@ -118,7 +143,15 @@ fn generate_streams_text_to_stdout() {
 #[test]
 fn cuda_request_without_cuda_falls_back_with_a_notice() {
     let o = companion(&[
-        "generate", "--device", "cuda", "--raw", "--temperature", "0", "--max-tokens", "2", "Hi",
+        "generate",
+        "--device",
+        "cuda",
+        "--raw",
+        "--temperature",
+        "0",
+        "--max-tokens",
+        "2",
+        "Hi",
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
     if !cfg!(feature = "cuda") {
@@ -145,5 +178,8 @@ fn chat_answers_over_stdin_and_exits_on_eof() {
     let o = child.wait_with_output().unwrap();
     assert!(o.status.success(), "{}", stderr(&o));
     let out = String::from_utf8_lossy(&o.stdout);
-    assert!(out.lines().filter(|l| !l.trim().is_empty()).count() >= 2, "{out}");
+    assert!(
+        out.lines().filter(|l| !l.trim().is_empty()).count() >= 2,
+        "{out}"
+    );
 }

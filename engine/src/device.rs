@@ -20,7 +20,9 @@ impl std::str::FromStr for DeviceChoice {
             "cpu" => Ok(DeviceChoice::Cpu),
             "cuda" => Ok(DeviceChoice::Cuda),
             "metal" => Ok(DeviceChoice::Metal),
-            other => Err(format!("unknown device `{other}` (expected cpu, cuda or metal)")),
+            other => Err(format!(
+                "unknown device `{other}` (expected cpu, cuda or metal)"
+            )),
         }
     }
 }
@@ -61,7 +63,10 @@ fn cuda() -> (Device, DeviceChoice, Option<String>) {
     (
         Device::Cpu,
         DeviceChoice::Cpu,
-        Some("this build has no CUDA support (build with --features cuda); running on the CPU".into()),
+        Some(
+            "this build has no CUDA support (build with --features cuda); running on the CPU"
+                .into(),
+        ),
     )
 }
 
@@ -89,7 +94,9 @@ fn metal() -> (Device, DeviceChoice, Option<String>) {
 /// Physical CPU cores (not hyper-threads), the default thread count: matmul threads sharing
 /// one core's vector units slow each other down.
 pub fn physical_cores() -> usize {
-    let logical = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    let logical = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1);
     #[cfg(target_os = "linux")]
     {
         if let Ok(info) = std::fs::read_to_string("/proc/cpuinfo") {

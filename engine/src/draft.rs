@@ -68,7 +68,12 @@ impl Engine {
             sent.push(ChatMessage::user(draft.to_string()));
             let full = self.tokenizer().encode(&render_chat(&sent, true), true)?;
             if full.len() < session.context() && full.starts_with(&ids) {
-                session.prefill_until(self.model(), &full[ids.len()..], self.draft_chunk(), stale)?;
+                session.prefill_until(
+                    self.model(),
+                    &full[ids.len()..],
+                    self.draft_chunk(),
+                    stale,
+                )?;
             }
         }
         Ok(DraftOutcome {

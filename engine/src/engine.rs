@@ -93,7 +93,9 @@ impl Engine {
     pub fn load(config: EngineConfig) -> Result<Self> {
         let t0 = Instant::now();
         if config.context < 2 {
-            return Err(Error::InvalidArgument("the context must hold at least 2 tokens".into()));
+            return Err(Error::InvalidArgument(
+                "the context must hold at least 2 tokens".into(),
+            ));
         }
         if config.prefill_chunk == 0 || config.draft_chunk == 0 {
             return Err(Error::InvalidArgument(
@@ -126,8 +128,8 @@ impl Engine {
             device: used,
             load_seconds: 0.0,
             // the formula `KvCache::bytes_per_token` reports, without allocating a session
-            kv_bytes_per_token: (kv_shape.full_bytes(context, config.prefill_chunk) / context as u64)
-                as usize,
+            kv_bytes_per_token: (kv_shape.full_bytes(context, config.prefill_chunk)
+                / context as u64) as usize,
         };
         let mut engine = Engine {
             model,
@@ -148,7 +150,12 @@ impl Engine {
     /// One short prefill and one decode step: sizes thread pools and scratch buffers so the
     /// first real request runs at full speed.
     fn warm_up(&self) -> Result<()> {
-        let mut session = Session::new(KvCache::new(self.model.config(), 8, 8, self.model.device())?);
+        let mut session = Session::new(KvCache::new(
+            self.model.config(),
+            8,
+            8,
+            self.model.device(),
+        )?);
         let bos = self.tokenizer.bos_id();
         session.prefill(&self.model, &[bos, bos])?;
         let h = session.prefill(&self.model, &[bos])?;
@@ -209,10 +216,15 @@ impl Engine {
     /// [`context_for_budget`]); fails when its budget cannot hold even one page.
     pub fn new_session_with(&self, config: SessionConfig) -> Result<Session> {
         if config.prefill_chunk == 0 {
-            return Err(Error::InvalidArgument("the prefill chunk must be at least 1 token".into()));
+            return Err(Error::InvalidArgument(
+                "the prefill chunk must be at least 1 token".into(),
+            ));
         }
         let context = context_for_budget(
-            &KvShape::of(self.model.config(), crate::kv_cache::element_bytes(self.model.device())),
+            &KvShape::of(
+                self.model.config(),
+                crate::kv_cache::element_bytes(self.model.device()),
+            ),
             config.context,
             self.model.max_context(),
             config.prefill_chunk,

@@ -54,7 +54,11 @@ pub enum Error {
     #[error(
         "a KV-cache memory budget of {budget} bytes is too small: even {tokens} tokens need {needed} bytes; raise the budget"
     )]
-    MemoryBudgetTooSmall { budget: u64, tokens: usize, needed: u64 },
+    MemoryBudgetTooSmall {
+        budget: u64,
+        tokens: usize,
+        needed: u64,
+    },
 
     /// A KV snapshot made by another model, layout or format version: the session stays empty
     /// and the conversation must be prefilled again.

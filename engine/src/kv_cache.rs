@@ -37,8 +37,15 @@ use crate::kv_budget::{KvShape, PAGE_SIZE};
 /// `model::flash_attention`), device tensors elsewhere. `slots` is the positions allocated.
 #[derive(Debug)]
 enum LayerCache {
-    Host { k: Vec<f16>, v: Vec<f16>, slots: usize },
-    Device { k: Tensor, v: Tensor },
+    Host {
+        k: Vec<f16>,
+        v: Vec<f16>,
+        slots: usize,
+    },
+    Device {
+        k: Tensor,
+        v: Tensor,
+    },
 }
 
 #[derive(Debug)]
@@ -63,7 +70,12 @@ pub struct KvCache {
 }
 
 impl KvCache {
-    pub fn new(config: &GemmaConfig, context: usize, chunk: usize, device: &Device) -> Result<Self> {
+    pub fn new(
+        config: &GemmaConfig,
+        context: usize,
+        chunk: usize,
+        device: &Device,
+    ) -> Result<Self> {
         if context == 0 || chunk == 0 {
             return Err(Error::InvalidArgument(
                 "the context size and chunk size must be positive".into(),
@@ -77,14 +89,22 @@ impl KvCache {
         for il in 0..config.n_layer {
             let is_sliding = config.is_sliding(il);
             layers.push(if device.is_cpu() {
-                let (slots, reserve) = if is_sliding { (ring, ring) } else { (0, context) };
+                let (slots, reserve) = if is_sliding {
+                    (ring, ring)
+                } else {
+                    (0, context)
+                };
                 LayerCache::Host {
                     k: reserved(n_kv * reserve * d, n_kv * slots * d)?,
                     v: reserved(n_kv * reserve * d, n_kv * slots * d)?,
                     slots,
                 }
             } else {
-                let slots = if is_sliding { ring } else { PAGE_SIZE.min(context) };
+                let slots = if is_sliding {
+                    ring
+                } else {
+                    PAGE_SIZE.min(context)
+                };
                 LayerCache::Device {
                     k: Tensor::zeros((n_kv, slots, d), DType::F32, device)?,
                     v: Tensor::zeros((n_kv, slots, d), DType::F32, device)?,
@@ -159,7 +179,9 @@ impl KvCache {
     /// Bytes of K and V allocated now: the rings and the global layers' pages so far.
     pub fn allocated_bytes(&self) -> usize {
         let per_slot = 2 * self.n_kv_head * self.head_dim * self.element_bytes();
-        (0..self.layers.len()).map(|l| self.slots(l) * per_slot).sum()
+        (0..self.layers.len())
+            .map(|l| self.slots(l) * per_slot)
+            .sum()
     }
 
     /// Bytes of one stored K or V value: f16 on the host, f32 on devices.
@@ -198,7 +220,10 @@ impl KvCache {
         if end > self.context {
             candle_core::bail!("position {end} is past the context of {}", self.context);
         }
-        let new = end.div_ceil(PAGE_SIZE).saturating_mul(PAGE_SIZE).min(self.context);
+        let new = end
+            .div_ceil(PAGE_SIZE)
+            .saturating_mul(PAGE_SIZE)
+            .min(self.context);
         let (n_kv, d) = (self.n_kv_head, self.head_dim);
         match &mut self.layers[layer] {
             LayerCache::Host { k, v, slots } => {
@@ -301,8 +326,20 @@ impl KvCache {
                 gather(v, slots, positions, n_kv, d),
             )),
             LayerCache::Device { k, v } => Ok((
-                gather(&k.flatten_all()?.to_vec1::<f32>()?, slots, positions.clone(), n_kv, d),
-                gather(&v.flatten_all()?.to_vec1::<f32>()?, slots, positions, n_kv, d),
+                gather(
+                    &k.flatten_all()?.to_vec1::<f32>()?,
+                    slots,
+                    positions.clone(),
+                    n_kv,
+                    d,
+                ),
+                gather(
+                    &v.flatten_all()?.to_vec1::<f32>()?,
+                    slots,
+                    positions,
+                    n_kv,
+                    d,
+                ),
             )),
         }
     }
@@ -558,7 +595,9 @@ mod tests {
             let seq = step.min(n - p);
             cache.begin_step(p, seq);
             for l in 0..3 {
-                cache.write_slices(l, p, &kv(p, seq, 0.0), &kv(p, seq, 0.5)).unwrap();
+                cache
+                    .write_slices(l, p, &kv(p, seq, 0.0), &kv(p, seq, 0.5))
+                    .unwrap();
             }
             p += seq;
             cache.advance(p);

@@ -46,11 +46,16 @@ impl Prompt {
 #[serde(tag = "event", content = "data", rename_all = "camelCase")]
 pub enum Event {
     #[serde(rename_all = "camelCase")]
-    Started { prompt_tokens: usize },
+    Started {
+        prompt_tokens: usize,
+    },
     Text(String),
     Done(Generation),
     #[serde(rename_all = "camelCase")]
-    Error { code: String, message: String },
+    Error {
+        code: String,
+        message: String,
+    },
 }
 
 enum Request {
@@ -76,6 +81,9 @@ enum Request {
     Restore {
         bytes: Vec<u8>,
         reply: Sender<Result<()>>,
+    },
+    ModelSha256 {
+        reply: Sender<Result<[u8; 32]>>,
     },
 }
 
@@ -110,7 +118,8 @@ pub struct GenerationHandle {
 
 impl GenerationHandle {
     pub fn cancel(&self) {
-        self.cancel.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.cancel
+            .store(true, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// Drain events until the generation ends, passing each text piece to `on_text`.
@@ -224,7 +233,9 @@ impl EngineHandle {
     /// is prefilled, and one arriving mid-prefill supersedes the older at its next chunk.
     pub fn set_draft(&self, history: Vec<ChatMessage>, draft: String) -> Result<()> {
         if self.drafts.put(history, draft) {
-            self.tx.send(Request::Draft).map_err(|_| Error::EngineStopped)?;
+            self.tx
+                .send(Request::Draft)
+                .map_err(|_| Error::EngineStopped)?;
         }
         Ok(())
     }
@@ -272,6 +283,19 @@ impl EngineHandle {
     }
 }
 
+impl EngineHandle {
+    /// The model file's sha256 as lowercase hex: what KV snapshots are tied to. Read once on
+    /// the engine thread (about half a second for the default model), then remembered.
+    pub fn model_sha256(&self) -> Result<String> {
+        let (reply, rx) = mpsc::channel();
+        self.tx
+            .send(Request::ModelSha256 { reply })
+            .map_err(|_| Error::EngineStopped)?;
+        let sha = rx.recv().map_err(|_| Error::EngineStopped)??;
+        Ok(sha.iter().map(|b| format!("{b:02x}")).collect())
+    }
+}
+
 fn run(engine: Engine, mut session: Session, rx: Receiver<Request>, drafts: &DraftSlot) {
     for request in rx.iter() {
         match request {
@@ -311,6 +335,9 @@ fn run(engine: Engine, mut session: Session, rx: Receiver<Request>, drafts: &Dra
             }
             Request::Restore { bytes, reply } => {
                 let _ = reply.send(engine.restore(&mut session, &bytes));
+            }
+            Request::ModelSha256 { reply } => {
+                let _ = reply.send(engine.model_sha256());
             }
         }
     }

@@ -69,7 +69,10 @@ impl Step {
 /// llama.cpp's tokenizations, greedy continuations and top-5 log-probs for the default model
 /// (a copy of shared/reference/llamacpp-gemma3-270m.json).
 pub fn reference() -> Reference {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/llamacpp-gemma3-270m.json");
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/fixtures/llamacpp-gemma3-270m.json"
+    );
     let text = std::fs::read_to_string(path).expect("reference file");
     serde_json::from_str(&text).expect("reference JSON")
 }

@@ -19,7 +19,9 @@ fn load(path: &std::path::Path) -> Result<Engine, Error> {
 
 #[test]
 fn missing_file_says_how_to_fetch_the_model() {
-    let err = load(std::path::Path::new("/nonexistent/model.gguf")).err().unwrap();
+    let err = load(std::path::Path::new("/nonexistent/model.gguf"))
+        .err()
+        .unwrap();
     assert!(matches!(err, Error::ModelNotFound { .. }), "{err:?}");
     assert!(err.to_string().contains("scripts/fetch-model"), "{err}");
 }
@@ -82,8 +84,12 @@ fn write_tiny_gguf(path: &std::path::Path, arch: &str) {
     let q = QTensor::quantize(&t, GgmlDType::F32).unwrap();
     let arch_v = Value::String(arch.to_string());
     let mut f = std::fs::File::create(path).unwrap();
-    gguf_file::write(&mut f, &[("general.architecture", &arch_v)], &[("output_norm.weight", &q)])
-        .unwrap();
+    gguf_file::write(
+        &mut f,
+        &[("general.architecture", &arch_v)],
+        &[("output_norm.weight", &q)],
+    )
+    .unwrap();
 }
 
 #[test]
@@ -93,7 +99,10 @@ fn another_architecture_is_named_in_the_error() {
         let path = dir.path().join(format!("{arch}.gguf"));
         write_tiny_gguf(&path, arch);
         let err = load(&path).err().unwrap();
-        assert!(matches!(err, Error::UnsupportedArchitecture { .. }), "{err:?}");
+        assert!(
+            matches!(err, Error::UnsupportedArchitecture { .. }),
+            "{err:?}"
+        );
         assert!(err.to_string().contains(&format!("`{arch}`")), "{err}");
     }
 }

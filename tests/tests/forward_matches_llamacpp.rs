@@ -53,9 +53,21 @@ fn teacher_forced_log_probs_agree_with_llamacpp() {
     }
     let mean = abs_sum / positions as f64;
     let rate = agree as f64 / decided as f64;
-    eprintln!("{}\nall: top-1 {agree}/{decided} ({:.1}%), mean |Δ logprob| {mean:.4}", report.join("\n"), rate * 100.0);
-    assert!(rate >= 0.985, "top-1 agreement {agree}/{decided} is below 98.5%\n{}", report.join("\n"));
-    assert!(mean < 0.05, "mean |Δ logprob| {mean:.4} is not below 0.05\n{}", report.join("\n"));
+    eprintln!(
+        "{}\nall: top-1 {agree}/{decided} ({:.1}%), mean |Δ logprob| {mean:.4}",
+        report.join("\n"),
+        rate * 100.0
+    );
+    assert!(
+        rate >= 0.985,
+        "top-1 agreement {agree}/{decided} is below 98.5%\n{}",
+        report.join("\n")
+    );
+    assert!(
+        mean < 0.05,
+        "mean |Δ logprob| {mean:.4} is not below 0.05\n{}",
+        report.join("\n")
+    );
     // The long prompt crosses the 512-token sliding window and must pass on its own too.
     assert!(reference.generate.iter().any(|c| c.prompt_ids.len() > 1024));
 }
@@ -81,7 +93,13 @@ fn greedy_generation_follows_llamacpp_until_its_first_near_tie() {
             .unwrap_or(case.steps.len());
         let mut session = engine.new_session().unwrap();
         let out = engine
-            .generate(&mut session, &case.prompt_ids, &params, &AtomicBool::new(false), &mut |_| {})
+            .generate(
+                &mut session,
+                &case.prompt_ids,
+                &params,
+                &AtomicBool::new(false),
+                &mut |_| {},
+            )
             .expect("generation works");
         let n = must_match.min(out.ids.len());
         assert_eq!(

@@ -33,7 +33,13 @@ fn same_seed_same_tokens_other_seed_other_tokens() {
     let run = |seed| {
         let mut s = engine.new_session().unwrap();
         engine
-            .generate(&mut s, &prompt, &params(24, sampled(seed)), &AtomicBool::new(false), &mut |_| {})
+            .generate(
+                &mut s,
+                &prompt,
+                &params(24, sampled(seed)),
+                &AtomicBool::new(false),
+                &mut |_| {},
+            )
             .unwrap()
             .ids
     };
@@ -51,7 +57,13 @@ fn chunked_prefill_equals_one_shot() {
     let a = one_shot.score(&ids).unwrap();
     let b = chunked.score(&ids).unwrap();
     for (x, y) in a.iter().zip(&b) {
-        assert!((x.logprob - y.logprob).abs() < 1e-3, "pos {}: {} vs {}", x.pos, x.logprob, y.logprob);
+        assert!(
+            (x.logprob - y.logprob).abs() < 1e-3,
+            "pos {}: {} vs {}",
+            x.pos,
+            x.logprob,
+            y.logprob
+        );
         assert_eq!(x.top[0].0, y.top[0].0);
     }
 }
@@ -62,7 +74,13 @@ fn max_tokens_and_stop_strings_end_generation() {
     let prompt = engine.tokenizer().encode("1, 2, 3, 4, 5,", true).unwrap();
     let mut s = engine.new_session().unwrap();
     let g = engine
-        .generate(&mut s, &prompt, &params(5, SamplingParams::greedy()), &AtomicBool::new(false), &mut |_| {})
+        .generate(
+            &mut s,
+            &prompt,
+            &params(5, SamplingParams::greedy()),
+            &AtomicBool::new(false),
+            &mut |_| {},
+        )
         .unwrap();
     assert_eq!(g.ids.len(), 5);
     assert_eq!(g.stop_reason, StopReason::MaxTokens);
@@ -71,7 +89,9 @@ fn max_tokens_and_stop_strings_end_generation() {
     p.stop_strings = vec!["8".into()];
     let mut streamed = String::new();
     let g = engine
-        .generate(&mut s, &prompt, &p, &AtomicBool::new(false), &mut |t| streamed.push_str(t))
+        .generate(&mut s, &prompt, &p, &AtomicBool::new(false), &mut |t| {
+            streamed.push_str(t)
+        })
         .unwrap();
     assert_eq!(g.stop_reason, StopReason::StopString, "{:?}", g.text);
     assert!(!g.text.contains('8'), "{:?}", g.text);
@@ -87,25 +107,47 @@ fn chat_template_renders_the_reference_chat_prompt() {
         .into_iter()
         .find(|c| c.prompt.starts_with("<start_of_turn>user"))
         .expect("a chat case");
-    let text = engine::tokenizer::render_chat(&[ChatMessage::user("Write a haiku about summer.")], true);
+    let text =
+        engine::tokenizer::render_chat(&[ChatMessage::user("Write a haiku about summer.")], true);
     assert_eq!(text, case.prompt);
-    assert_eq!(engine.tokenizer().encode(&text, true).unwrap(), case.prompt_ids);
+    assert_eq!(
+        engine.tokenizer().encode(&text, true).unwrap(),
+        case.prompt_ids
+    );
     assert_eq!(engine.tokenizer().stop_ids(), vec![1, 106]);
 }
 
 #[test]
 fn prompt_longer_than_the_context_is_a_clear_error() {
     let engine = load_engine(64, 64);
-    let prompt = engine.tokenizer().encode(&"word ".repeat(100), true).unwrap();
+    let prompt = engine
+        .tokenizer()
+        .encode(&"word ".repeat(100), true)
+        .unwrap();
     let mut s = engine.new_session().unwrap();
     let err = engine
-        .generate(&mut s, &prompt, &params(4, SamplingParams::greedy()), &AtomicBool::new(false), &mut |_| {})
+        .generate(
+            &mut s,
+            &prompt,
+            &params(4, SamplingParams::greedy()),
+            &AtomicBool::new(false),
+            &mut |_| {},
+        )
         .unwrap_err();
-    assert!(matches!(err, Error::PromptTooLong { context: 64, .. }), "{err:?}");
+    assert!(
+        matches!(err, Error::PromptTooLong { context: 64, .. }),
+        "{err:?}"
+    );
     // the session is still usable
     let short = engine.tokenizer().encode("Hello", true).unwrap();
     engine
-        .generate(&mut s, &short, &params(2, SamplingParams::greedy()), &AtomicBool::new(false), &mut |_| {})
+        .generate(
+            &mut s,
+            &short,
+            &params(2, SamplingParams::greedy()),
+            &AtomicBool::new(false),
+            &mut |_| {},
+        )
         .unwrap();
 }
 
@@ -133,17 +175,33 @@ fn a_second_turn_reuses_the_cached_prefix() {
     let mut messages = vec![ChatMessage::user("Name a color.")];
     let mut s = engine.new_session().unwrap();
     let p = params(16, SamplingParams::greedy());
-    let first = tok.encode(&engine::tokenizer::render_chat(&messages, true), true).unwrap();
-    let g = engine.generate(&mut s, &first, &p, &AtomicBool::new(false), &mut |_| {}).unwrap();
+    let first = tok
+        .encode(&engine::tokenizer::render_chat(&messages, true), true)
+        .unwrap();
+    let g = engine
+        .generate(&mut s, &first, &p, &AtomicBool::new(false), &mut |_| {})
+        .unwrap();
     messages.push(ChatMessage::assistant(g.text));
     messages.push(ChatMessage::user("Another one."));
-    let second = tok.encode(&engine::tokenizer::render_chat(&messages, true), true).unwrap();
-    let g2 = engine.generate(&mut s, &second, &p, &AtomicBool::new(false), &mut |_| {}).unwrap();
+    let second = tok
+        .encode(&engine::tokenizer::render_chat(&messages, true), true)
+        .unwrap();
+    let g2 = engine
+        .generate(&mut s, &second, &p, &AtomicBool::new(false), &mut |_| {})
+        .unwrap();
     assert!(g2.stats.reused_tokens >= first.len(), "{:?}", g2.stats);
 
     // and the reply equals the one from a fresh session
     let mut fresh = engine.new_session().unwrap();
-    let g3 = engine.generate(&mut fresh, &second, &p, &AtomicBool::new(false), &mut |_| {}).unwrap();
+    let g3 = engine
+        .generate(
+            &mut fresh,
+            &second,
+            &p,
+            &AtomicBool::new(false),
+            &mut |_| {},
+        )
+        .unwrap();
     assert_eq!(g2.ids, g3.ids);
 }
 
@@ -157,7 +215,9 @@ fn cancel_stops_within_one_step_through_the_actor() {
     .unwrap();
     let mut p = params(500, SamplingParams::greedy());
     p.sampling.repetition_penalty = 1.3;
-    let generation = handle.generate(Prompt::Text("Write a long story:".into()), p).unwrap();
+    let generation = handle
+        .generate(Prompt::Text("Write a long story:".into()), p)
+        .unwrap();
     let mut pieces = 0;
     let mut done = None;
     for event in generation.events.iter() {
@@ -179,5 +239,9 @@ fn cancel_stops_within_one_step_through_the_actor() {
     let g = done.expect("a Done event");
     assert_eq!(g.stop_reason, StopReason::Cancelled);
     // effective within one decode step: at most one more token after the flag was set
-    assert!(g.ids.len() <= 5, "{} tokens after cancel at the third piece", g.ids.len());
+    assert!(
+        g.ids.len() <= 5,
+        "{} tokens after cancel at the third piece",
+        g.ids.len()
+    );
 }

@@ -318,7 +318,10 @@ fn draft_edits_end_in_the_cache_of_the_final_text() {
         // after the draft, the tokens `send` will add are prefilled too: the cache holds the
         // prompt of sending this draft
         let sent_ids = send_prompt(&engine, &history, draft);
-        assert!(sent_ids.starts_with(&want_ids), "{name}: the send prompt extends the draft");
+        assert!(
+            sent_ids.starts_with(&want_ids),
+            "{name}: the send prompt extends the draft"
+        );
         assert_eq!(s.tokens(), &sent_ids[..], "{name}: tokens");
         assert!(!outcome.superseded);
         assert_eq!(outcome.reused + outcome.prefilled, want_ids.len());
@@ -362,7 +365,10 @@ fn a_stale_draft_stops_at_a_chunk_boundary_and_keeps_what_it_prefilled() {
     let outcome = engine.prefill_draft(&mut s, &[], draft, &|| false).unwrap();
     assert_eq!((outcome.reused, outcome.superseded), (32, false));
     assert_eq!(s.tokens(), &send_prompt(&engine, &[], draft)[..]);
-    assert!(s.len() > outcome.tokens, "the send suffix is prefilled after the draft");
+    assert!(
+        s.len() > outcome.tokens,
+        "the send suffix is prefilled after the draft"
+    );
 }
 
 /// The tokens of sending `draft` after `history`: the chat template with the model's turn open.

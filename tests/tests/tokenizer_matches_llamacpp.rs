@@ -18,10 +18,17 @@ fn every_reference_string_tokenizes_exactly_as_llamacpp() {
         let ids = tok.encode(&case.text, false).unwrap();
         let with_bos = tok.encode(&case.text, true).unwrap();
         if ids != case.ids || with_bos != case.ids_with_bos {
-            mismatches.push(format!("{:?}: ours {ids:?}, llama.cpp {:?}", case.text, case.ids));
+            mismatches.push(format!(
+                "{:?}: ours {ids:?}, llama.cpp {:?}",
+                case.text, case.ids
+            ));
         }
     }
-    assert!(mismatches.is_empty(), "mismatches:\n{}", mismatches.join("\n"));
+    assert!(
+        mismatches.is_empty(),
+        "mismatches:\n{}",
+        mismatches.join("\n")
+    );
     assert_eq!(reference.tokenize.len(), 18);
 }
 
@@ -29,7 +36,12 @@ fn every_reference_string_tokenizes_exactly_as_llamacpp() {
 fn the_reference_prompts_tokenize_as_llamacpp() {
     let tok = tokenizer();
     for case in &reference().generate {
-        assert_eq!(tok.encode(&case.prompt, true).unwrap(), case.prompt_ids, "{:?}", case.prompt);
+        assert_eq!(
+            tok.encode(&case.prompt, true).unwrap(),
+            case.prompt_ids,
+            "{:?}",
+            case.prompt
+        );
     }
 }
 
@@ -44,13 +56,21 @@ fn decoding_gives_the_text_back() {
 #[test]
 fn streaming_pieces_are_whole_characters_and_add_up_to_the_text() {
     let tok = tokenizer();
-    for text in ["北京今日晴，28℃。", "emoji 😀🎉👍🏽 test", "\u{1}\u{2} control", "naïve café"] {
+    for text in [
+        "北京今日晴，28℃。",
+        "emoji 😀🎉👍🏽 test",
+        "\u{1}\u{2} control",
+        "naïve café",
+    ] {
         let ids = tok.encode(text, false).unwrap();
         let mut stream = tok.stream();
         let mut out = String::new();
         for &id in &ids {
             if let Some(piece) = stream.push(id) {
-                assert!(!piece.contains('\u{FFFD}'), "a piece split a character: {piece:?}");
+                assert!(
+                    !piece.contains('\u{FFFD}'),
+                    "a piece split a character: {piece:?}"
+                );
                 out.push_str(&piece);
             }
         }
@@ -69,7 +89,8 @@ fn byte_fallback_characters_stream_out_whole() {
     let text = "a\u{1F9FF}b\u{10FFFF}c";
     let ids = tok.encode(text, false).unwrap();
     assert!(
-        ids.iter().any(|&id| tok.vocab().token(id).starts_with("<0x")),
+        ids.iter()
+            .any(|&id| tok.vocab().token(id).starts_with("<0x")),
         "expected byte-fallback tokens in {ids:?}"
     );
     let mut stream = tok.stream();
@@ -85,7 +106,9 @@ fn byte_fallback_characters_stream_out_whole() {
 #[test]
 fn special_token_text_becomes_special_tokens() {
     let tok = tokenizer();
-    let ids = tok.encode("<start_of_turn>user\nhi<end_of_turn>", false).unwrap();
+    let ids = tok
+        .encode("<start_of_turn>user\nhi<end_of_turn>", false)
+        .unwrap();
     assert_eq!(ids.first(), Some(&105));
     assert_eq!(ids.last(), Some(&106));
     assert_eq!(tok.end_of_turn_id(), Some(106));

@@ -73,7 +73,9 @@ pub fn run(args: Args) -> Result<()> {
     let ttft = median((0..reps).map(|_| {
         engine.reset_session()?;
         let chat = Prompt::Chat(vec![ChatMessage::user("Write one sentence about the sea.")]);
-        Ok(run_one(&engine, chat, greedy(1, true))?.stats.time_to_first_token_seconds)
+        Ok(run_one(&engine, chat, greedy(1, true))?
+            .stats
+            .time_to_first_token_seconds)
     }))?;
 
     let prompt = prompt_ids(&engine, args.prefill_tokens)?;
@@ -87,7 +89,11 @@ pub fn run(args: Args) -> Result<()> {
     let decode = median((0..reps).map(|_| {
         engine.reset_session()?;
         // the first token comes from the prefill; the next `decode_tokens` are decode steps
-        let g = run_one(&engine, Prompt::Ids(start.clone()), greedy(args.decode_tokens + 1, true))?;
+        let g = run_one(
+            &engine,
+            Prompt::Ids(start.clone()),
+            greedy(args.decode_tokens + 1, true),
+        )?;
         Ok(g.stats.decode_tokens_per_second)
     }))?;
 
@@ -114,16 +120,38 @@ pub fn run(args: Args) -> Result<()> {
         writeln!(stdout, "{out}")?;
         return Ok(());
     }
-    writeln!(stdout, "device            {:?}, {} threads, context {}", info.device, engine::device::configured_threads(), info.context)?;
+    writeln!(
+        stdout,
+        "device            {:?}, {} threads, context {}",
+        info.device,
+        engine::device::configured_threads(),
+        info.context
+    )?;
     writeln!(stdout, "load to ready     {:.3} s", load_seconds)?;
-    writeln!(stdout, "first token       {:.1} ms (short chat message, cold cache)", ttft * 1e3)?;
-    writeln!(stdout, "prefill           {:.1} tok/s ({} tokens)", prefill, args.prefill_tokens)?;
-    writeln!(stdout, "decode            {:.1} tok/s ({} tokens)", decode, args.decode_tokens)?;
+    writeln!(
+        stdout,
+        "first token       {:.1} ms (short chat message, cold cache)",
+        ttft * 1e3
+    )?;
+    writeln!(
+        stdout,
+        "prefill           {:.1} tok/s ({} tokens)",
+        prefill, args.prefill_tokens
+    )?;
+    writeln!(
+        stdout,
+        "decode            {:.1} tok/s ({} tokens)",
+        decode, args.decode_tokens
+    )?;
     match peak_rss {
         Some(b) => writeln!(stdout, "peak RSS          {:.1} MB", b as f64 / 1e6)?,
         None => writeln!(stdout, "peak RSS          unknown on this system")?,
     }
-    writeln!(stdout, "KV cache          {} bytes/token", info.kv_bytes_per_token)?;
+    writeln!(
+        stdout,
+        "KV cache          {} bytes/token",
+        info.kv_bytes_per_token
+    )?;
     typing.print(&mut stdout)?;
     Ok(())
 }
@@ -199,7 +227,9 @@ fn typing_scenario(engine: &EngineHandle, reps: usize) -> Result<Typing> {
     let drafts: Vec<&str> = (1..=TYPING_UPDATES)
         .map(|u| {
             let end = chars.len() * u / TYPING_UPDATES;
-            chars.get(end).map_or(message.as_str(), |&(at, _)| &message[..at])
+            chars
+                .get(end)
+                .map_or(message.as_str(), |&(at, _)| &message[..at])
         })
         .collect();
     let history = vec![ChatMessage::system("You are a helpful assistant.")];
@@ -224,7 +254,12 @@ fn typing_scenario(engine: &EngineHandle, reps: usize) -> Result<Typing> {
             first.get_or_insert_with(|| sent.elapsed().as_secs_f64());
         })?;
         send_times.push(first.context("the reply produced no text")?);
-        step_times.push(1.0 / generation.stats.decode_tokens_per_second.max(f64::MIN_POSITIVE));
+        step_times.push(
+            1.0 / generation
+                .stats
+                .decode_tokens_per_second
+                .max(f64::MIN_POSITIVE),
+        );
     }
     Ok(Typing {
         message_tokens: ids.len(),

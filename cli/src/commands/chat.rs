@@ -1,111 +1,193 @@
-//! `companion chat`: multi-turn chat in the terminal with streamed replies.
+//! `companion chat`: multi-turn chat in the terminal with streamed replies, saved as it goes.
 //!
-//! Ctrl-C during a reply stops that reply (the engine checks the cancel flag every decode
-//! step) and the chat goes on; Ctrl-C at the prompt, Ctrl-D or `/exit` leaves. The engine
-//! keeps the conversation's KV cache between turns, so each turn only processes new tokens.
+//! Every message is committed to the conversation database (a reply is checkpointed while it
+//! streams), `--conversation ID` resumes a saved conversation (from its KV snapshot when
+//! valid), and leaving snapshots the session so the next resume is instant. Ctrl-C during a
+//! reply stops that reply and the chat goes on; Ctrl-C at the prompt, Ctrl-D or `/exit` leave.
 
 use std::io::{BufRead, Write};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 
 use anyhow::{Context, Result};
+use chat::{ConversationManager, ManagerConfig, Resume};
 use clap::Args as ClapArgs;
-use engine::{ChatMessage, Prompt, StopReason};
+use engine::StopReason;
+use memory::{ConversationId, Role};
 
-use crate::options::{ModelOptions, SamplingOptions};
+use crate::options::{ModelOptions, SamplingOptions, StoreOptions};
 
 #[derive(ClapArgs)]
 pub struct Args {
-    /// System text folded into the first user turn
+    /// The conversation to continue (its id, or the start of it), or `new`
+    #[arg(long, default_value = "new", value_name = "ID|new")]
+    conversation: String,
+    /// System prompt (kept with a new conversation; overrides a resumed one's)
     #[arg(long)]
     system: Option<String>,
     #[command(flatten)]
     sampling: SamplingOptions,
     #[command(flatten)]
     model: ModelOptions,
+    #[command(flatten)]
+    store: StoreOptions,
+}
+
+enum Input {
+    Line(String),
+    End,
 }
 
 pub fn run(args: Args) -> Result<()> {
     let params = args.sampling.params();
     params.sampling.validate()?;
+    let store = args.store.open()?;
+    let existing = match args.conversation.as_str() {
+        "new" => None,
+        id => Some(store.resolve_conversation(id)?),
+    };
+    let stored_system = existing
+        .as_ref()
+        .map(|id| store.conversation(id))
+        .transpose()?
+        .and_then(|c| c.settings.get("systemPrompt")?.as_str().map(str::to_string));
+
     eprintln!("loading {} …", args.model.model_path().display());
     let engine = args.model.spawn()?;
     let info = engine.info();
     eprintln!(
-        "{} ({}, {}) ready in {:.2} s on {}. Type a message; /reset starts over, /exit or Ctrl-D quits, Ctrl-C stops a reply.",
+        "{} ({}, {}) ready in {:.2} s on {}. /new starts a new conversation, /exit or Ctrl-D quits, Ctrl-C stops a reply.",
         info.name.as_deref().unwrap_or("model"),
         info.architecture,
         info.quantization,
         info.load_seconds,
         info.device
     );
+    let mut config = ManagerConfig::for_engine(&engine);
+    config.system_prompt = args.system.clone().or(stored_system);
+    let mut manager = ConversationManager::new(engine, store, config);
+    let mut id = match existing {
+        Some(id) => {
+            resume(&mut manager, &id)?;
+            id
+        }
+        None => start(&mut manager)?,
+    };
 
-    // The flag of the reply in progress, if any; Ctrl-C sets it, or exits at the prompt.
+    // Lines arrive on a thread so that Ctrl-C at the prompt can end the chat cleanly (with a
+    // snapshot) instead of killing the process.
+    let (tx, rx) = mpsc::channel::<Input>();
     let current: Arc<Mutex<Option<Arc<AtomicBool>>>> = Arc::new(Mutex::new(None));
     {
         let current = current.clone();
+        let tx = tx.clone();
         ctrlc::set_handler(move || {
             let guard = current.lock().unwrap_or_else(|p| p.into_inner());
             match guard.as_ref() {
                 Some(flag) => flag.store(true, Ordering::Relaxed),
                 None => {
-                    eprintln!();
-                    std::process::exit(130);
+                    let _ = tx.send(Input::End);
                 }
             }
         })
         .context("cannot install the Ctrl-C handler")?;
     }
+    std::thread::spawn(move || {
+        for line in std::io::stdin().lock().lines() {
+            match line {
+                Ok(l) => {
+                    if tx.send(Input::Line(l)).is_err() {
+                        return;
+                    }
+                }
+                Err(_) => break,
+            }
+        }
+        let _ = tx.send(Input::End);
+    });
 
-    let mut messages: Vec<ChatMessage> = Vec::new();
-    if let Some(system) = &args.system {
-        messages.push(ChatMessage::system(system.clone()));
-    }
-    let stdin = std::io::stdin();
     let mut stdout = std::io::stdout();
-    let mut line = String::new();
     loop {
         eprint!("> ");
-        line.clear();
-        if stdin.lock().read_line(&mut line)? == 0 {
-            eprintln!();
-            return Ok(());
-        }
-        let text = line.trim();
-        match text {
+        let text = match rx.recv() {
+            Ok(Input::Line(l)) => l.trim().to_string(),
+            Ok(Input::End) | Err(_) => {
+                eprintln!();
+                break;
+            }
+        };
+        match text.as_str() {
             "" => continue,
-            "/exit" | "/quit" => return Ok(()),
-            "/reset" => {
-                messages.retain(|m| m.role == engine::Role::System);
-                engine.reset_session()?;
-                eprintln!("(conversation cleared)");
+            "/exit" | "/quit" => break,
+            "/new" | "/reset" => {
+                manager.close()?;
+                id = start(&mut manager)?;
                 continue;
             }
             _ => {}
         }
-        messages.push(ChatMessage::user(text));
-        let handle = engine.generate(Prompt::Chat(messages.clone()), params.clone())?;
-        *current.lock().unwrap_or_else(|p| p.into_inner()) = Some(handle.cancel.clone());
-        let result = handle.wait(|piece| {
+        let cancel = Arc::new(AtomicBool::new(false));
+        *current.lock().unwrap_or_else(|p| p.into_inner()) = Some(cancel.clone());
+        let result = manager.send(&text, &params, &cancel, &mut |piece| {
             let _ = stdout.write_all(piece.as_bytes());
             let _ = stdout.flush();
         });
         *current.lock().unwrap_or_else(|p| p.into_inner()) = None;
         println!();
         match result {
-            Ok(g) => {
-                if g.stop_reason == StopReason::Cancelled {
-                    eprintln!("(stopped)");
-                } else if g.stop_reason == StopReason::ContextFull {
-                    eprintln!("(the context is full: /reset to start a new conversation)");
+            Ok(turn) => {
+                if turn.summaries_made > 0 {
+                    eprintln!(
+                        "(summarized older turns to keep within the context: {} summaries written, prompt now about {} tokens)",
+                        turn.summaries_made, turn.prompt_tokens
+                    );
                 }
-                messages.push(ChatMessage::assistant(g.text));
+                match turn.generation.stop_reason {
+                    StopReason::Cancelled => eprintln!("(stopped)"),
+                    StopReason::ContextFull => {
+                        eprintln!("(the reply filled the context; it was kept as it is)")
+                    }
+                    _ => {}
+                }
             }
-            Err(e) => {
-                // The turn failed (e.g. the conversation outgrew the context): drop it, keep chatting.
-                messages.pop();
-                eprintln!("error: {e}");
-            }
+            // the turn failed (the message was too long, …): say so and keep chatting
+            Err(e) => eprintln!("error: {e}"),
         }
     }
+    manager.close()?;
+    eprintln!("saved as conversation {id}");
+    Ok(())
+}
+
+fn start(manager: &mut ConversationManager) -> Result<ConversationId> {
+    let id = manager.create(chat::manager::NEW_CONVERSATION_TITLE)?;
+    eprintln!("new conversation {id}");
+    Ok(id)
+}
+
+/// Open a saved conversation and show where it left off.
+fn resume(manager: &mut ConversationManager, id: &ConversationId) -> Result<()> {
+    let conversation = manager.store().conversation(id)?;
+    let messages = manager.store().messages(id)?;
+    let how = manager.open(id)?;
+    eprintln!(
+        "“{}” — {} messages; {}",
+        conversation.title,
+        messages.len(),
+        match how {
+            Resume::Snapshot { tokens } => format!("resumed from its snapshot ({tokens} tokens)"),
+            Resume::Reprefill { tokens } => format!("reading back {tokens} tokens"),
+            Resume::Empty => "no messages yet".into(),
+        }
+    );
+    for m in messages.iter().rev().take(4).rev() {
+        let who = if m.role == Role::User {
+            "you"
+        } else {
+            "companion"
+        };
+        eprintln!("[{who}] {}", m.text.trim());
+    }
+    Ok(())
 }

@@ -69,24 +69,18 @@ impl GemmaConfig {
         let n_embd = m.usize(&keys::embedding_length(arch))?;
         let n_layer = m.usize(&keys::block_count(arch))?;
         let n_head = m.usize(&keys::head_count(arch))?;
-        let n_kv_head = m
-            .opt_usize(&keys::head_count_kv(arch))?
-            .unwrap_or(n_head);
+        let n_kv_head = m.opt_usize(&keys::head_count_kv(arch))?.unwrap_or(n_head);
         let head_dim = m
             .opt_usize(&keys::key_length(arch))?
             .unwrap_or(n_embd / n_head.max(1));
         let value_dim = m.opt_usize(&keys::value_length(arch))?.unwrap_or(head_dim);
         let n_ff = m.usize(&keys::feed_forward_length(arch))?;
         let rms_eps = m.f32(&keys::rms_eps(arch))?;
-        let rope_base_global = m
-            .opt_f32(&keys::rope_freq_base(arch))?
-            .unwrap_or(10_000.0);
+        let rope_base_global = m.opt_f32(&keys::rope_freq_base(arch))?.unwrap_or(10_000.0);
         let rope_base_local = m
             .opt_f32(&keys::rope_freq_base_swa(arch))?
             .unwrap_or(10_000.0);
-        let sliding_window = m
-            .opt_usize(&keys::sliding_window(arch))?
-            .filter(|&w| w > 0);
+        let sliding_window = m.opt_usize(&keys::sliding_window(arch))?.filter(|&w| w > 0);
         let context_length = m.usize(&keys::context_length(arch))?;
         let final_logit_softcap = m
             .opt_f32(&keys::final_logit_softcapping(arch))?
@@ -97,7 +91,12 @@ impl GemmaConfig {
             path: path.to_path_buf(),
             reason,
         };
-        if n_embd == 0 || n_layer == 0 || n_head == 0 || n_kv_head == 0 || head_dim == 0 || n_ff == 0
+        if n_embd == 0
+            || n_layer == 0
+            || n_head == 0
+            || n_kv_head == 0
+            || head_dim == 0
+            || n_ff == 0
         {
             return Err(bad("a model dimension in the metadata is zero".into()));
         }
@@ -112,7 +111,9 @@ impl GemmaConfig {
             )));
         }
         if head_dim % 2 != 0 {
-            return Err(bad(format!("head dimension {head_dim} is odd; RoPE needs it even")));
+            return Err(bad(format!(
+                "head dimension {head_dim} is odd; RoPE needs it even"
+            )));
         }
         if n_vocab == 0 {
             return Err(bad("the vocabulary is empty".into()));
@@ -150,7 +151,11 @@ impl GemmaConfig {
         let e = self.n_embd as u64;
         let q = (self.n_head * self.head_dim) as u64;
         let kv = (self.n_kv_head * self.head_dim) as u64;
-        let per_layer = e * q + 2 * e * kv + q * e + 3 * e * self.n_ff as u64 + 4 * e
+        let per_layer = e * q
+            + 2 * e * kv
+            + q * e
+            + 3 * e * self.n_ff as u64
+            + 4 * e
             + 2 * self.head_dim as u64;
         self.n_vocab as u64 * e + e + per_layer * self.n_layer as u64
     }

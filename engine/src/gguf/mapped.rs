@@ -16,13 +16,21 @@ pub struct WeightBytes(Inner);
 
 #[derive(Debug, Clone)]
 enum Inner {
-    Mapped { map: Arc<Mmap>, start: usize, len: usize },
+    Mapped {
+        map: Arc<Mmap>,
+        start: usize,
+        len: usize,
+    },
     Owned(Arc<[u8]>),
 }
 
 impl WeightBytes {
     pub(crate) fn mapped(map: Arc<Mmap>, start: usize, len: usize) -> Option<Self> {
-        (start.checked_add(len)? <= map.len()).then_some(WeightBytes(Inner::Mapped { map, start, len }))
+        (start.checked_add(len)? <= map.len()).then_some(WeightBytes(Inner::Mapped {
+            map,
+            start,
+            len,
+        }))
     }
 }
 

@@ -82,10 +82,11 @@ impl ModelFile {
         if &map[..4] != b"GGUF" {
             return Err(bad_magic());
         }
-        let content = Content::read(&mut Cursor::new(&map[..])).map_err(|e| Error::InvalidModel {
-            path: path.clone(),
-            reason: format!("the header is damaged or truncated ({e})"),
-        })?;
+        let content =
+            Content::read(&mut Cursor::new(&map[..])).map_err(|e| Error::InvalidModel {
+                path: path.clone(),
+                reason: format!("the header is damaged or truncated ({e})"),
+            })?;
         let config = GemmaConfig::from_metadata(&path, &content.metadata)?;
         let file = ModelFile {
             path,
@@ -182,7 +183,11 @@ impl ModelFile {
 
     /// The raw bytes of a tensor (its ggml blocks), checking name and shape, without building
     /// a candle tensor: for weights the engine multiplies with its own kernels.
-    pub fn tensor_bytes(&mut self, name: &str, shape: &[usize]) -> Result<(GgmlDType, WeightBytes)> {
+    pub fn tensor_bytes(
+        &mut self,
+        name: &str,
+        shape: &[usize],
+    ) -> Result<(GgmlDType, WeightBytes)> {
         let info = self.checked_info(name, shape)?;
         let dtype = info.ggml_dtype;
         let len = info.shape.elem_count() / dtype.block_size() * dtype.type_size();
@@ -190,7 +195,9 @@ impl ModelFile {
         let bytes = usize::try_from(offset)
             .ok()
             .and_then(|start| WeightBytes::mapped(self.map.clone(), start, len))
-            .ok_or_else(|| self.invalid(format!("tensor `{name}` lies past the end of the file")))?;
+            .ok_or_else(|| {
+                self.invalid(format!("tensor `{name}` lies past the end of the file"))
+            })?;
         Ok((dtype, bytes))
     }
 
@@ -204,9 +211,7 @@ impl ModelFile {
 
     /// Quantization label for display ("Q4_K_M" style where `general.file_type` says so).
     pub fn quantization_label(&self) -> String {
-        let ft = self
-            .metadata(keys::FILE_TYPE)
-            .and_then(|v| v.to_u32().ok());
+        let ft = self.metadata(keys::FILE_TYPE).and_then(|v| v.to_u32().ok());
         config::file_type_label(ft).to_string()
     }
 
@@ -317,4 +322,3 @@ impl ModelFile {
         }
     }
 }
-

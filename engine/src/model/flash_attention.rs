@@ -64,14 +64,26 @@ pub(crate) fn attention(
         let kvh = h / group;
         let qrow = &q[(h * seq + qi) * d..(h * seq + qi + 1) * d];
         let kbase = kvh * slots * d;
-        one_row(qrow, &k[kbase..kbase + used * d], &v[kbase..kbase + used * d], d, |s| {
-            vis.visible(s, start + qi)
-        }, dst);
+        one_row(
+            qrow,
+            &k[kbase..kbase + used * d],
+            &v[kbase..kbase + used * d],
+            d,
+            |s| vis.visible(s, start + qi),
+            dst,
+        );
     });
     out
 }
 
-fn one_row(q: &[f32], k: &[f16], v: &[f16], d: usize, visible: impl Fn(usize) -> bool, out: &mut [f32]) {
+fn one_row(
+    q: &[f32],
+    k: &[f16],
+    v: &[f16],
+    d: usize,
+    visible: impl Fn(usize) -> bool,
+    out: &mut [f32],
+) {
     #[cfg(target_arch = "x86_64")]
     {
         if d % 32 == 0 && simd::available() {
@@ -240,7 +252,10 @@ mod simd {
                     *s = _mm256_fmadd_ps(load_f16(krow, i + 8 * j), load_f32(&qf, i + 8 * j), *s);
                 }
             }
-            let s = hsum(_mm256_add_ps(_mm256_add_ps(s4[0], s4[2]), _mm256_add_ps(s4[1], s4[3])));
+            let s = hsum(_mm256_add_ps(
+                _mm256_add_ps(s4[0], s4[2]),
+                _mm256_add_ps(s4[1], s4[3]),
+            ));
             let (ms, vs);
             if s > m {
                 let old = m;
@@ -267,7 +282,12 @@ mod simd {
         let inv = _mm256_set1_ps(if sum == 0.0 { 0.0 } else { 1.0 / sum });
         for i in (0..d).step_by(8) {
             // SAFETY: i + 8 <= d == out.len().
-            unsafe { _mm256_storeu_ps(out.as_mut_ptr().add(i), _mm256_mul_ps(load_f16(&acc, i), inv)) };
+            unsafe {
+                _mm256_storeu_ps(
+                    out.as_mut_ptr().add(i),
+                    _mm256_mul_ps(load_f16(&acc, i), inv),
+                )
+            };
         }
     }
 }
@@ -291,9 +311,14 @@ mod tests {
         let k: Vec<f32> = (0..n_kv * slots * d).map(|i| r16(f(i + 3))).collect();
         let v: Vec<f32> = (0..n_kv * slots * d).map(|i| r16(f(i + 11))).collect();
         let used = start + seq;
-        let vis = Visibility { slot_pos: SlotPositions::Identity, window: Some(4) };
+        let vis = Visibility {
+            slot_pos: SlotPositions::Identity,
+            window: Some(4),
+        };
         let (k16, v16) = (to_f16(&k), to_f16(&v));
-        let out = attention(&q, &k16, &v16, slots, used, n_head, n_kv, d, start, seq, &vis);
+        let out = attention(
+            &q, &k16, &v16, slots, used, n_head, n_kv, d, start, seq, &vis,
+        );
         for qi in 0..seq {
             for h in 0..n_head {
                 let kvh = h / (n_head / n_kv);
@@ -314,7 +339,10 @@ mod tests {
                         .map(|&(s, sc)| (sc - mx).exp() / z * v[(kvh * slots + s) * d + j])
                         .sum();
                     let got = out[(qi * n_head + h) * d + j];
-                    assert!((want - got).abs() < 2e-3, "q{qi} h{h} j{j}: {want} vs {got}");
+                    assert!(
+                        (want - got).abs() < 2e-3,
+                        "q{qi} h{h} j{j}: {want} vs {got}"
+                    );
                 }
             }
         }

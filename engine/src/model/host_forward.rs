@@ -42,9 +42,12 @@ impl Gemma3 {
         for (il, layer) in self.layers.iter().enumerate() {
             let _span = tracing::trace_span!("block", il).entered();
             rms_norm_into(&x, &layer.attn_norm.host, c.rms_eps, &mut h);
-            let mut qkv = Linear::matmul_host_many(&[&layer.q, &layer.k, &layer.v], &h, seq)?.into_iter();
+            let mut qkv =
+                Linear::matmul_host_many(&[&layer.q, &layer.k, &layer.v], &h, seq)?.into_iter();
             let (Some(mut q), Some(mut k), Some(v)) = (qkv.next(), qkv.next(), qkv.next()) else {
-                return Err(Error::InvalidArgument("attention projections missing".into()));
+                return Err(Error::InvalidArgument(
+                    "attention projections missing".into(),
+                ));
             };
             rms_norm_rows(&mut q, &layer.q_norm.host, c.rms_eps);
             rms_norm_rows(&mut k, &layer.k_norm.host, c.rms_eps);
@@ -74,10 +77,24 @@ impl Gemma3 {
                 } else {
                     SlotPositions::Identity
                 },
-                window: if layer.sliding { c.sliding_window } else { None },
+                window: if layer.sliding {
+                    c.sliding_window
+                } else {
+                    None
+                },
             };
             let attn = flash_attention::attention(
-                &qt, kc, vc, slots, used, c.n_head, c.n_kv_head, d, start, seq, &vis,
+                &qt,
+                kc,
+                vc,
+                slots,
+                used,
+                c.n_head,
+                c.n_kv_head,
+                d,
+                start,
+                seq,
+                &vis,
             );
             let mut o = layer.o.matmul_host(&attn, seq)?;
             rms_norm_rows(&mut o, &layer.post_attn_norm.host, c.rms_eps);
@@ -86,9 +103,12 @@ impl Gemma3 {
             }
 
             rms_norm_into(&x, &layer.ffn_norm.host, c.rms_eps, &mut h);
-            let mut gate_up = Linear::matmul_host_many(&[&layer.gate, &layer.up], &h, seq)?.into_iter();
+            let mut gate_up =
+                Linear::matmul_host_many(&[&layer.gate, &layer.up], &h, seq)?.into_iter();
             let (Some(mut gate), Some(up)) = (gate_up.next(), gate_up.next()) else {
-                return Err(Error::InvalidArgument("feed-forward projections missing".into()));
+                return Err(Error::InvalidArgument(
+                    "feed-forward projections missing".into(),
+                ));
             };
             geglu(&mut gate, &up);
             let mut ffn = layer.down.matmul_host(&gate, seq)?;
@@ -118,9 +138,13 @@ fn rms_norm_into(x: &[f32], w: &[f32], eps: f32, out: &mut [f32]) {
         }
     };
     if x.len() / n >= PARALLEL_ROWS {
-        x.par_chunks_exact(n).zip(out.par_chunks_exact_mut(n)).for_each(norm);
+        x.par_chunks_exact(n)
+            .zip(out.par_chunks_exact_mut(n))
+            .for_each(norm);
     } else {
-        x.chunks_exact(n).zip(out.chunks_exact_mut(n)).for_each(norm);
+        x.chunks_exact(n)
+            .zip(out.chunks_exact_mut(n))
+            .for_each(norm);
     }
 }
 
@@ -171,7 +195,8 @@ fn geglu_part(gate: &mut [f32], up: &[f32]) {
     let table = gelu_table();
     #[cfg(target_arch = "x86_64")]
     {
-        if std::arch::is_x86_feature_detected!("f16c") && std::arch::is_x86_feature_detected!("avx") {
+        if std::arch::is_x86_feature_detected!("f16c") && std::arch::is_x86_feature_detected!("avx")
+        {
             // SAFETY: the CPU features were detected just above.
             unsafe { geglu_f16c(gate, up, table) };
             return;
@@ -237,7 +262,6 @@ fn gelu(x: f32) -> f32 {
     const COEF_A: f32 = 0.044715;
     0.5 * x * (1.0 + (SQRT_2_OVER_PI * x * (1.0 + COEF_A * x * x)).tanh())
 }
-
 
 #[cfg(test)]
 mod tests {

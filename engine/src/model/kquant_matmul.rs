@@ -925,7 +925,6 @@ mod avx2 {
         }
     }
 
-
     /// `vec_dot_q4_k_q8_k` for `RM` weight rows × `RN` activation rows at once. Per super-block,
     /// each weight row's scales, mins and f16 factors are unpacked once and each activation
     /// row's sub-block sums formed once; per 32-value sub-block, each weight row's nibbles and
@@ -1384,7 +1383,9 @@ mod tests {
     #[test]
     fn many_rows_quantize_as_each_row_alone() {
         let (m, k) = (70, 512); // past the row count that splits across threads
-        let x: Vec<f32> = (0..m * k).map(|i| ((i * 7919) % 1013) as f32 / 97.0 - 5.0).collect();
+        let x: Vec<f32> = (0..m * k)
+            .map(|i| ((i * 7919) % 1013) as f32 / 97.0 - 5.0)
+            .collect();
         let all = Q8KRows::quantize(&x, m, k);
         for i in 0..m {
             let one = Q8KRows::quantize(&x[i * k..(i + 1) * k], 1, k);

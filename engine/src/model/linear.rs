@@ -19,7 +19,13 @@ pub(crate) enum Linear {
 
 impl Linear {
     /// Load tensor `name` of shape `[n, k]`.
-    pub fn load(file: &mut ModelFile, name: &str, n: usize, k: usize, device: &Device) -> Result<Self> {
+    pub fn load(
+        file: &mut ModelFile,
+        name: &str,
+        n: usize,
+        k: usize,
+        device: &Device,
+    ) -> Result<Self> {
         if device.is_cpu() {
             let dtype = file.tensor_dtype(name);
             let block = match dtype {
@@ -57,7 +63,9 @@ impl Linear {
                 let k = dims.pop().unwrap_or(0);
                 let (rows, cols) = self.shape();
                 if k != cols {
-                    candle_core::bail!("matmul: input width {k} does not match the weight's {cols}");
+                    candle_core::bail!(
+                        "matmul: input width {k} does not match the weight's {cols}"
+                    );
                 }
                 let m: usize = dims.iter().product();
                 let xs = x.flatten_all()?.to_vec1::<f32>()?;
@@ -93,7 +101,11 @@ impl Linear {
 
     /// Several matrices times the same host input (`[m, k]` each): one quantization and one
     /// parallel loop when all are Q5_0/Q8_0 matrices of ours, else one call each.
-    pub fn matmul_host_many(mats: &[&Linear], x: &[f32], m: usize) -> candle_core::Result<Vec<Vec<f32>>> {
+    pub fn matmul_host_many(
+        mats: &[&Linear],
+        x: &[f32],
+        m: usize,
+    ) -> candle_core::Result<Vec<Vec<f32>>> {
         let blocks: Option<Vec<&BlockMatrix>> = mats
             .iter()
             .map(|l| match l {
@@ -102,7 +114,9 @@ impl Linear {
             })
             .collect();
         match blocks {
-            Some(b) if b.windows(2).all(|p| p[0].cols() == p[1].cols()) => Ok(BlockMatrix::matmul_many(&b, x, m)),
+            Some(b) if b.windows(2).all(|p| p[0].cols() == p[1].cols()) => {
+                Ok(BlockMatrix::matmul_many(&b, x, m))
+            }
             _ => mats.iter().map(|l| l.matmul_host(x, m)).collect(),
         }
     }
@@ -110,11 +124,16 @@ impl Linear {
     /// Rows `ids` as a host vector `[ids.len() * k]`.
     pub fn rows_host(&self, ids: &[u32]) -> candle_core::Result<Vec<f32>> {
         match self {
-            Linear::Blocks(w) => Ok(gather_rows(ids, w.cols(), |r, dst| w.dequantize_row(r, dst))),
-            Linear::KQuant(w) => Ok(gather_rows(ids, w.cols(), |r, dst| w.dequantize_row(r, dst))),
-            Linear::Candle(_) => {
-                self.rows(ids, &Device::Cpu)?.flatten_all()?.to_vec1::<f32>()
-            }
+            Linear::Blocks(w) => Ok(gather_rows(ids, w.cols(), |r, dst| {
+                w.dequantize_row(r, dst)
+            })),
+            Linear::KQuant(w) => Ok(gather_rows(ids, w.cols(), |r, dst| {
+                w.dequantize_row(r, dst)
+            })),
+            Linear::Candle(_) => self
+                .rows(ids, &Device::Cpu)?
+                .flatten_all()?
+                .to_vec1::<f32>(),
         }
     }
 

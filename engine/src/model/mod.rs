@@ -131,7 +131,9 @@ impl Gemma3 {
                 rayon::ThreadPoolBuilder::new()
                     .thread_name(|i| format!("companion-compute-{i}"))
                     .build()
-                    .map_err(|e| Error::InvalidArgument(format!("cannot start compute threads: {e}")))?,
+                    .map_err(|e| {
+                        Error::InvalidArgument(format!("cannot start compute threads: {e}"))
+                    })?,
             )
         } else {
             None
@@ -171,7 +173,10 @@ impl Gemma3 {
         }
         cache.check_room(tokens.len())?;
         if cache.len() + tokens.len() > self.max_context() {
-            return Err(Error::context_full(cache.len() + tokens.len(), self.max_context()));
+            return Err(Error::context_full(
+                cache.len() + tokens.len(),
+                self.max_context(),
+            ));
         }
         if let Some(&bad) = tokens.iter().find(|&&t| t as usize >= self.config.n_vocab) {
             return Err(Error::InvalidArgument(format!(
@@ -183,7 +188,11 @@ impl Gemma3 {
         if let Some(pool) = &self.pool {
             let rows = pool.install(|| self.forward_host(tokens, cache, output))?;
             let n = rows.len() / self.config.n_embd;
-            return Ok(Tensor::from_vec(rows, (n, self.config.n_embd), &self.device)?);
+            return Ok(Tensor::from_vec(
+                rows,
+                (n, self.config.n_embd),
+                &self.device,
+            )?);
         }
         for chunk in tokens.chunks(cache.chunk()) {
             let h = match self.forward_step(chunk, cache) {
@@ -226,8 +235,14 @@ impl Gemma3 {
             let _span = tracing::trace_span!("block", il).entered();
             let h = candle_nn::ops::rms_norm(&x, &layer.attn_norm.tensor, c.rms_eps)?;
             let q = layer.q.forward(&h)?.reshape((seq, c.n_head, c.head_dim))?;
-            let k = layer.k.forward(&h)?.reshape((seq, c.n_kv_head, c.head_dim))?;
-            let v = layer.v.forward(&h)?.reshape((seq, c.n_kv_head, c.head_dim))?;
+            let k = layer
+                .k
+                .forward(&h)?
+                .reshape((seq, c.n_kv_head, c.head_dim))?;
+            let v = layer
+                .v
+                .forward(&h)?
+                .reshape((seq, c.n_kv_head, c.head_dim))?;
             let q = candle_nn::ops::rms_norm(&q, &layer.q_norm.tensor, c.rms_eps)?;
             let k = candle_nn::ops::rms_norm(&k, &layer.k_norm.tensor, c.rms_eps)?;
             // [heads, seq, d]
@@ -245,7 +260,11 @@ impl Gemma3 {
             let k = k.to_dtype(DType::F16)?.to_dtype(DType::F32)?;
             let v = v.to_dtype(DType::F16)?.to_dtype(DType::F32)?;
             let (keys, values) = cache.write_and_view(il, start, &k, &v)?;
-            let mask = if layer.sliding { &mask_local } else { &mask_global };
+            let mask = if layer.sliding {
+                &mask_local
+            } else {
+                &mask_global
+            };
             let attn = attention(&q, &keys, &values, mask, c.n_kv_head)?;
             // [n_head, seq, d] -> [seq, n_head * d]
             let attn = attn
@@ -267,11 +286,20 @@ impl Gemma3 {
             x = (ffn + x_attn)?;
         }
         cache.advance(start + seq);
-        Ok(candle_nn::ops::rms_norm(&x, &self.output_norm.tensor, c.rms_eps)?)
+        Ok(candle_nn::ops::rms_norm(
+            &x,
+            &self.output_norm.tensor,
+            c.rms_eps,
+        )?)
     }
 
     /// The CPU path: steps of at most `cache.chunk()` tokens on host slices.
-    fn forward_host(&self, tokens: &[u32], cache: &mut KvCache, output: Output) -> Result<Vec<f32>> {
+    fn forward_host(
+        &self,
+        tokens: &[u32],
+        cache: &mut KvCache,
+        output: Output,
+    ) -> Result<Vec<f32>> {
         let mut rows = Vec::new();
         for chunk in tokens.chunks(cache.chunk()) {
             match self.forward_step_host(chunk, cache, output) {

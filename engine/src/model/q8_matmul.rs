@@ -50,10 +50,19 @@ pub struct Q8Rows {
 }
 
 impl BlockMatrix {
-    pub fn new(format: BlockFormat, data: impl Into<WeightBytes>, n: usize, k: usize) -> Option<Self> {
+    pub fn new(
+        format: BlockFormat,
+        data: impl Into<WeightBytes>,
+        n: usize,
+        k: usize,
+    ) -> Option<Self> {
         let data = data.into();
-        (k % QK == 0 && data.len() == n * (k / QK) * format.block_bytes())
-            .then_some(BlockMatrix { format, data, n, k })
+        (k % QK == 0 && data.len() == n * (k / QK) * format.block_bytes()).then_some(BlockMatrix {
+            format,
+            data,
+            n,
+            k,
+        })
     }
 
     pub fn rows(&self) -> usize {
@@ -104,7 +113,10 @@ impl BlockMatrix {
         let Some(first) = mats.first() else {
             return Vec::new();
         };
-        debug_assert!(mats.iter().all(|w| w.k == first.k), "matmul_many: widths differ");
+        debug_assert!(
+            mats.iter().all(|w| w.k == first.k),
+            "matmul_many: widths differ"
+        );
         let q = Q8Rows::quantize(x, m, first.k);
         // out_t[r][i]: each task owns a contiguous run of one matrix's weight rows.
         let mut outs: Vec<Vec<f32>> = mats.iter().map(|w| vec![0f32; w.n * m]).collect();
@@ -187,17 +199,19 @@ pub(crate) fn transpose(src: &[f32], rows: usize, cols: usize) -> Vec<f32> {
     if rows == 0 || cols == 0 {
         return out;
     }
-    out.par_chunks_mut(T * rows).enumerate().for_each(|(b, block)| {
-        let c0 = b * T;
-        let width = block.len() / rows;
-        for r0 in (0..rows).step_by(T) {
-            for r in r0..(r0 + T).min(rows) {
-                for dc in 0..width {
-                    block[dc * rows + r] = src[r * cols + c0 + dc];
+    out.par_chunks_mut(T * rows)
+        .enumerate()
+        .for_each(|(b, block)| {
+            let c0 = b * T;
+            let width = block.len() / rows;
+            for r0 in (0..rows).step_by(T) {
+                for r in r0..(r0 + T).min(rows) {
+                    for dc in 0..width {
+                        block[dc * rows + r] = src[r * cols + c0 + dc];
+                    }
                 }
             }
-        }
-    });
+        });
     out
 }
 
@@ -303,8 +317,12 @@ fn tile_for<const RM: usize, const RN: usize>(format: BlockFormat) -> Option<Til
         if simd_available() {
             return Some(match format {
                 // SAFETY: the CPU features the kernel needs were detected above.
-                BlockFormat::Q5_0 => |w, q, i, out| unsafe { avx2::tile::<true, RM, RN>(w, q, i, out) },
-                BlockFormat::Q8_0 => |w, q, i, out| unsafe { avx2::tile::<false, RM, RN>(w, q, i, out) },
+                BlockFormat::Q5_0 => {
+                    |w, q, i, out| unsafe { avx2::tile::<true, RM, RN>(w, q, i, out) }
+                }
+                BlockFormat::Q8_0 => {
+                    |w, q, i, out| unsafe { avx2::tile::<false, RM, RN>(w, q, i, out) }
+                }
             });
         }
     }
@@ -350,8 +368,8 @@ fn dot_scalar<const Q5: bool>(w: &[u8], q: &Q8Rows, i: usize) -> f32 {
 mod avx2 {
     //! ggml's AVX2 formulation (`ggml-cpu/arch/x86/quants.c`): `mul_sum_i8_pairs_float`
     //! (sign trick + maddubs + madd), one fused multiply-add per block into 8 float lanes.
-    use super::{Q8Rows, QK, Q5_0_BYTES, Q8_0_BYTES};
     use super::super::x86::hsum;
+    use super::{Q5_0_BYTES, Q8_0_BYTES, Q8Rows, QK};
     use std::arch::x86_64::*;
 
     #[inline]
@@ -438,7 +456,9 @@ mod avx2 {
             for rm in 0..TILE_M {
                 let blk = &w[rm][b * bb..(b + 1) * bb];
                 // a prefetch is a hint: it never faults, whatever the address
-                _mm_prefetch::<_MM_HINT_T0>(blk.as_ptr().wrapping_add(PREFETCH_DISTANCE) as *const i8);
+                _mm_prefetch::<_MM_HINT_T0>(
+                    blk.as_ptr().wrapping_add(PREFETCH_DISTANCE) as *const i8
+                );
                 wd[rm] = f16_splat(blk[0], blk[1]);
                 wx[rm] = if Q5 {
                     q5_0_block(blk)
@@ -450,7 +470,8 @@ mod avx2 {
             for rn in 0..TILE_N {
                 let qi = (i0 + rn) * q.blocks_per_row + b;
                 // SAFETY: block qi of the activation quants is in bounds (qi < m · blocks).
-                let qy = unsafe { _mm256_loadu_si256(q.quants.as_ptr().add(qi * QK) as *const __m256i) };
+                let qy =
+                    unsafe { _mm256_loadu_si256(q.quants.as_ptr().add(qi * QK) as *const __m256i) };
                 let dy = _mm256_set1_ps(q.scales[qi]);
                 for rm in 0..TILE_M {
                     let p = mul_sum_i8_pairs_float(wx[rm], qy);
@@ -474,7 +495,8 @@ mod avx2 {
             let qi = i * q.blocks_per_row + b;
             let d = _mm256_mul_ps(f16_splat(blk[0], blk[1]), _mm256_set1_ps(q.scales[qi]));
             let qx = q5_0_block(blk);
-            let qy = unsafe { _mm256_loadu_si256(q.quants.as_ptr().add(qi * QK) as *const __m256i) };
+            let qy =
+                unsafe { _mm256_loadu_si256(q.quants.as_ptr().add(qi * QK) as *const __m256i) };
             let p = mul_sum_i8_pairs_float(qx, qy);
             acc = _mm256_fmadd_ps(d, p, acc);
         }
@@ -490,7 +512,8 @@ mod avx2 {
             let qi = i * q.blocks_per_row + b;
             let d = _mm256_mul_ps(f16_splat(blk[0], blk[1]), _mm256_set1_ps(q.scales[qi]));
             let qx = unsafe { _mm256_loadu_si256(blk.as_ptr().add(2) as *const __m256i) };
-            let qy = unsafe { _mm256_loadu_si256(q.quants.as_ptr().add(qi * QK) as *const __m256i) };
+            let qy =
+                unsafe { _mm256_loadu_si256(q.quants.as_ptr().add(qi * QK) as *const __m256i) };
             let p = mul_sum_i8_pairs_float(qx, qy);
             acc = _mm256_fmadd_ps(d, p, acc);
         }
@@ -517,7 +540,9 @@ mod tests {
     fn random_q5_0(n_blocks: usize, seed: u64) -> Vec<u8> {
         let mut s = seed;
         let mut next = || {
-            s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            s = s
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
             (s >> 33) as u32
         };
         let mut out = Vec::new();
@@ -534,7 +559,10 @@ mod tests {
 
     fn activations(m: usize, k: usize) -> Vec<f32> {
         (0..m * k)
-            .map(|i| ((i * 2654435761usize % 1000) as f32 / 500.0 - 1.0) * if i % 97 == 0 { 20.0 } else { 1.0 })
+            .map(|i| {
+                ((i * 2654435761usize % 1000) as f32 / 500.0 - 1.0)
+                    * if i % 97 == 0 { 20.0 } else { 1.0 }
+            })
             .collect()
     }
 
@@ -551,9 +579,16 @@ mod tests {
         for r in 0..n {
             w.dequantize_row(r, &mut row);
             for i in 0..m {
-                let want: f32 = row.iter().zip(&xq[i * k..(i + 1) * k]).map(|(a, b)| a * b).sum();
+                let want: f32 = row
+                    .iter()
+                    .zip(&xq[i * k..(i + 1) * k])
+                    .map(|(a, b)| a * b)
+                    .sum();
                 let g = got[i * n + r];
-                assert!((want - g).abs() <= 1e-4 * (1.0 + want.abs()), "{format:?} r{r} i{i}: {want} vs {g}");
+                assert!(
+                    (want - g).abs() <= 1e-4 * (1.0 + want.abs()),
+                    "{format:?} r{r} i{i}: {want} vs {g}"
+                );
             }
         }
     }
@@ -629,4 +664,3 @@ mod tests {
         assert_eq!(v[1], -16);
     }
 }
-

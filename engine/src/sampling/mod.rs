@@ -102,7 +102,11 @@ impl Sampler {
             return argmax(logits);
         }
         // top-k (0: off)
-        let k = if p.top_k == 0 { cands.len() } else { p.top_k.min(cands.len()) };
+        let k = if p.top_k == 0 {
+            cands.len()
+        } else {
+            p.top_k.min(cands.len())
+        };
         if k < cands.len() {
             cands.select_nth_unstable_by(k - 1, |a, b| b.1.total_cmp(&a.1));
             cands.truncate(k);
@@ -123,7 +127,13 @@ impl Sampler {
         }
         if p.min_p > 0.0 {
             let threshold = probs[0] * p.min_p;
-            keep = keep.min(probs.iter().take_while(|&&pr| pr >= threshold).count().max(1));
+            keep = keep.min(
+                probs
+                    .iter()
+                    .take_while(|&&pr| pr >= threshold)
+                    .count()
+                    .max(1),
+            );
         }
         cands.truncate(keep.max(1));
         let probs = softmax(cands.iter().map(|c| c.1), p.temperature);
@@ -149,7 +159,9 @@ fn apply_penalties(logits: &mut [f32], history: &[u32], p: &SamplingParams) {
         if !seen.insert(t) {
             continue;
         }
-        let Some(l) = logits.get_mut(t as usize) else { continue };
+        let Some(l) = logits.get_mut(t as usize) else {
+            continue;
+        };
         // llama.cpp `llama_sampler_penalties_apply`: divide positive logits, multiply negative
         if *l > 0.0 {
             *l /= p.repetition_penalty;
@@ -201,8 +213,14 @@ mod tests {
             ..Default::default()
         };
         let draw = |seed| {
-            let mut s = Sampler::new(SamplingParams { seed, ..params.clone() }).unwrap();
-            (0..64).map(|_| s.sample(&mut logits(), &[])).collect::<Vec<_>>()
+            let mut s = Sampler::new(SamplingParams {
+                seed,
+                ..params.clone()
+            })
+            .unwrap();
+            (0..64)
+                .map(|_| s.sample(&mut logits(), &[]))
+                .collect::<Vec<_>>()
         };
         assert_eq!(draw(7), draw(7));
         assert_ne!(draw(7), draw(8));
@@ -269,7 +287,19 @@ mod tests {
 
     #[test]
     fn invalid_params_are_refused() {
-        assert!(Sampler::new(SamplingParams { top_p: 1.5, ..Default::default() }).is_err());
-        assert!(Sampler::new(SamplingParams { temperature: f32::NAN, ..Default::default() }).is_err());
+        assert!(
+            Sampler::new(SamplingParams {
+                top_p: 1.5,
+                ..Default::default()
+            })
+            .is_err()
+        );
+        assert!(
+            Sampler::new(SamplingParams {
+                temperature: f32::NAN,
+                ..Default::default()
+            })
+            .is_err()
+        );
     }
 }

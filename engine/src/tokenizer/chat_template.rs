@@ -65,7 +65,11 @@ pub fn render_chat(messages: &[ChatMessage], add_generation_prompt: bool) -> Str
                 });
             }
             Role::User | Role::Assistant => {
-                let role = if message.role == Role::User { "user" } else { "model" };
+                let role = if message.role == Role::User {
+                    "user"
+                } else {
+                    "model"
+                };
                 out.push_str("<start_of_turn>");
                 out.push_str(role);
                 out.push('\n');
@@ -109,7 +113,10 @@ mod tests {
     #[test]
     fn single_user_turn() {
         let s = render_chat(&[ChatMessage::user("Hi there")], true);
-        assert_eq!(s, "<start_of_turn>user\nHi there<end_of_turn>\n<start_of_turn>model\n");
+        assert_eq!(
+            s,
+            "<start_of_turn>user\nHi there<end_of_turn>\n<start_of_turn>model\n"
+        );
     }
 
     #[test]
@@ -152,7 +159,10 @@ mod tests {
     #[test]
     fn content_is_trimmed_and_no_prompt_without_flag() {
         let s = render_chat(
-            &[ChatMessage::user("  spaced \n"), ChatMessage::assistant("\nreply  ")],
+            &[
+                ChatMessage::user("  spaced \n"),
+                ChatMessage::assistant("\nreply  "),
+            ],
             false,
         );
         assert_eq!(

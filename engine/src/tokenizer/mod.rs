@@ -27,15 +27,18 @@ use tokenizers::decoders::byte_fallback::ByteFallback;
 use tokenizers::decoders::fuse::Fuse;
 use tokenizers::decoders::sequence::Sequence as DecoderSequence;
 use tokenizers::normalizers::{NormalizerWrapper, Prepend, Replace};
-use tokenizers::{
-    AddedToken, PostProcessorWrapper, PreTokenizerWrapper, TokenizerImpl,
-};
+use tokenizers::{AddedToken, PostProcessorWrapper, PreTokenizerWrapper, TokenizerImpl};
 
 use spm::SpmModel;
 
 /// `tokenizers`' pipeline (added tokens, normalizer, decoder) around our SPM model.
-pub type Tokenizer =
-    TokenizerImpl<SpmModel, NormalizerWrapper, PreTokenizerWrapper, PostProcessorWrapper, DecoderWrapper>;
+pub type Tokenizer = TokenizerImpl<
+    SpmModel,
+    NormalizerWrapper,
+    PreTokenizerWrapper,
+    PostProcessorWrapper,
+    DecoderWrapper,
+>;
 
 use crate::error::{Error, Result};
 use crate::gguf::ModelFile;
@@ -127,11 +130,8 @@ fn build_tokenizer(vocab: &Arc<Vocab>) -> Result<Tokenizer> {
 
     let space = Replace::new(" ", "▁").map_err(tok_err)?;
     let normalizer: NormalizerWrapper = if vocab.add_space_prefix {
-        tokenizers::normalizers::Sequence::new(vec![
-            Prepend::new("▁".into()).into(),
-            space.into(),
-        ])
-        .into()
+        tokenizers::normalizers::Sequence::new(vec![Prepend::new("▁".into()).into(), space.into()])
+            .into()
     } else {
         space.into()
     };

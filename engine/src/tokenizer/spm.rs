@@ -51,7 +51,10 @@ impl SpmModel {
         while let Some(b) = queue.pop() {
             let (l, r) = (b.left as usize, b.right as usize);
             // stale: one side was merged since this pair was queued
-            if symbols[l].len == 0 || symbols[r].len == 0 || symbols[l].len + symbols[r].len != b.size {
+            if symbols[l].len == 0
+                || symbols[r].len == 0
+                || symbols[l].len + symbols[r].len != b.size
+            {
                 continue;
             }
             symbols[l].len += symbols[r].len;

@@ -75,7 +75,11 @@ impl Vocab {
                 .map(|v| crate::gguf::value_to_f64(v).map(|x| x as f32))
                 .collect::<Option<_>>()
                 .ok_or_else(|| bad("`tokenizer.ggml.scores` holds a non-number".into()))?,
-            None => return Err(bad("required metadata key `tokenizer.ggml.scores` is missing".into())),
+            None => {
+                return Err(bad(
+                    "required metadata key `tokenizer.ggml.scores` is missing".into(),
+                ));
+            }
         };
         let types: Vec<TokenType> = m
             .array(keys::TOKEN_TYPE)?
@@ -100,10 +104,13 @@ impl Vocab {
         let id = |key: &str, default: Option<u32>| -> Result<u32> {
             let v = match m.opt_usize(key)? {
                 Some(v) => v as u32,
-                None => default.ok_or_else(|| bad(format!("required metadata key `{key}` is missing")))?,
+                None => default
+                    .ok_or_else(|| bad(format!("required metadata key `{key}` is missing")))?,
             };
             if v as usize >= n {
-                return Err(bad(format!("`{key}` = {v} is outside the vocabulary of {n}")));
+                return Err(bad(format!(
+                    "`{key}` = {v} is outside the vocabulary of {n}"
+                )));
             }
             Ok(v)
         };
@@ -169,7 +176,10 @@ impl Vocab {
     /// The bytes token `id` contributes to output text; empty for control tokens and ids
     /// outside the vocabulary.
     pub fn piece(&self, id: u32) -> &[u8] {
-        self.pieces.get(id as usize).map(Vec::as_slice).unwrap_or(&[])
+        self.pieces
+            .get(id as usize)
+            .map(Vec::as_slice)
+            .unwrap_or(&[])
     }
 
     pub fn ids_of_type(&self, ty: TokenType) -> impl Iterator<Item = u32> + '_ {
@@ -181,7 +191,10 @@ impl Vocab {
     }
 
     pub fn score(&self, id: u32) -> f32 {
-        self.scores.get(id as usize).copied().unwrap_or(f32::NEG_INFINITY)
+        self.scores
+            .get(id as usize)
+            .copied()
+            .unwrap_or(f32::NEG_INFINITY)
     }
 
     /// The `<0xXX>` token of a byte, for byte fallback.

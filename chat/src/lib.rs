@@ -1,0 +1,16 @@
+//! Conversations over Companion's engine and memory — the glue the app (`src-tauri`) and the
+//! CLI share, so that neither engine (candle) nor memory (SQLite) knows the other:
+//!
+//! - [`ConversationManager`]: open (snapshot or re-prefill), send a turn (summarize, stream
+//!   with checkpoints, commit), switch and close (snapshot);
+//! - [`EngineSummarizer`]: memory's `Summarizer` written with the engine;
+//! - [`prompt`]: how summaries and messages become the engine's chat prompt.
+
+pub mod error;
+pub mod manager;
+pub mod prompt;
+pub mod summarizer;
+
+pub use error::{Error, Result};
+pub use manager::{ConversationManager, ManagerConfig, Resume, Turn};
+pub use summarizer::EngineSummarizer;

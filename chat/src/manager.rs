@@ -1,0 +1,384 @@
+//! `ConversationManager`: one open conversation at a time over the engine (L1, its live KV
+//! cache) and the store (L2 summaries, L3 messages and snapshots). It opens a conversation by
+//! restoring its KV snapshot when valid, or by re-prefilling from summaries and recent turns;
+//! runs a turn (commit the user's message, summarize if the prompt passed its high-water mark,
+//! stream the reply with checkpoints, commit it); and snapshots the session on switch and
+//! close.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::RecvTimeoutError;
+use std::time::Duration;
+
+use engine::{EngineHandle, Event, GenerateParams, Generation, Prompt, StopReason};
+use memory::{
+    ConversationId, Message, MessageStatus, NewMessage, PolicyConfig, ReplyRecorder, Role,
+    SnapshotKey, Store,
+};
+use serde::Serialize;
+
+use crate::error::{Error, Result};
+use crate::prompt::{chat_messages, system_text};
+use crate::summarizer::EngineSummarizer;
+
+/// The title of a conversation until its first message names it.
+pub const NEW_CONVERSATION_TITLE: &str = "New conversation";
+
+/// How often the reply loop wakes without a token, to checkpoint and to see a cancel.
+const POLL: Duration = Duration::from_millis(50);
+
+#[derive(Debug, Clone)]
+pub struct ManagerConfig {
+    pub system_prompt: Option<String>,
+    /// The L2 policy; its context is the engine session's.
+    pub policy: PolicyConfig,
+    pub checkpoint_interval: Duration,
+}
+
+impl ManagerConfig {
+    pub fn for_engine(engine: &EngineHandle) -> Self {
+        ManagerConfig {
+            system_prompt: None,
+            policy: PolicyConfig::for_context(engine.info().context),
+            checkpoint_interval: memory::reply::DEFAULT_CHECKPOINT_INTERVAL,
+        }
+    }
+}
+
+/// How a conversation was brought back into the engine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase", tag = "kind")]
+pub enum Resume {
+    /// The KV snapshot was valid and restored: nothing to recompute.
+    Snapshot { tokens: usize },
+    /// No usable snapshot: the prompt (summaries + recent turns) is being prefilled again.
+    Reprefill { tokens: usize },
+    /// A conversation with no messages yet.
+    Empty,
+}
+
+/// What a turn produced.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Turn {
+    pub user: Message,
+    pub reply: Message,
+    pub generation: Generation,
+    /// Summaries written before this reply.
+    pub summaries_made: usize,
+    /// Estimated prompt tokens after summarizing.
+    pub prompt_tokens: usize,
+}
+
+pub struct ConversationManager {
+    engine: EngineHandle,
+    store: Store,
+    config: ManagerConfig,
+    open: Option<ConversationId>,
+    snapshot_key: Option<SnapshotKey>,
+}
+
+impl ConversationManager {
+    pub fn new(engine: EngineHandle, store: Store, config: ManagerConfig) -> Self {
+        ConversationManager {
+            engine,
+            store,
+            config,
+            open: None,
+            snapshot_key: None,
+        }
+    }
+
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    pub fn engine(&self) -> &EngineHandle {
+        &self.engine
+    }
+
+    pub fn config(&self) -> &ManagerConfig {
+        &self.config
+    }
+
+    pub fn set_system_prompt(&mut self, system_prompt: Option<String>) {
+        self.config.system_prompt = system_prompt;
+    }
+
+    pub fn open_conversation(&self) -> Option<&ConversationId> {
+        self.open.as_ref()
+    }
+
+    /// What this engine's snapshots are tied to: the model's sha256 and the format version.
+    fn snapshot_key(&mut self) -> Result<SnapshotKey> {
+        if let Some(k) = &self.snapshot_key {
+            return Ok(k.clone());
+        }
+        let key = SnapshotKey {
+            model_sha256: self.engine.model_sha256()?,
+            format_version: engine::snapshot::FORMAT_VERSION as i64,
+        };
+        let dropped = self.store.invalidate_snapshots(&key)?;
+        if dropped > 0 {
+            tracing::info!(dropped, "snapshots of another model or format dropped");
+        }
+        self.snapshot_key = Some(key.clone());
+        Ok(key)
+    }
+
+    /// Start a new conversation and open it.
+    pub fn create(&mut self, title: &str) -> Result<ConversationId> {
+        let model = self.model_label();
+        let settings = serde_json::json!({ "systemPrompt": self.config.system_prompt });
+        let c = self
+            .store
+            .create_conversation(title, Some(&model), &settings)?;
+        self.open(&c.id)?;
+        Ok(c.id)
+    }
+
+    fn model_label(&self) -> String {
+        let info = self.engine.info();
+        info.path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .or_else(|| info.name.clone())
+            .unwrap_or_default()
+    }
+
+    /// Open a conversation: the one open before is snapshotted first; this one resumes from its
+    /// snapshot when valid, else its prompt is prefilled again in the background.
+    pub fn open(&mut self, id: &ConversationId) -> Result<Resume> {
+        self.store.conversation(id)?;
+        if self.open.as_ref().is_some_and(|o| o != id) {
+            self.save_snapshot()?;
+        }
+        self.open = Some(id.clone());
+        let key = self.snapshot_key()?;
+        if let Some(bytes) = self.store.load_snapshot(id, &key)? {
+            match self.engine.restore(bytes) {
+                Ok(()) => {
+                    let tokens = self.engine.session_tokens()?.len();
+                    return Ok(Resume::Snapshot { tokens });
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "snapshot refused; prefilling again");
+                    self.store.delete_snapshot(id)?;
+                }
+            }
+        }
+        self.engine.reset_session()?;
+        let history = self.history()?;
+        if history.is_empty() {
+            return Ok(Resume::Empty);
+        }
+        let tokens = self
+            .engine
+            .tokenizer()
+            .encode(&engine::tokenizer::render_chat(&history, false), true)?
+            .len();
+        // the engine prefills this while nothing else is asked of it; a send reuses it
+        self.engine.set_draft(history, String::new())?;
+        Ok(Resume::Reprefill { tokens })
+    }
+
+    /// The open conversation's prompt so far (system text, summaries, recent messages).
+    pub fn history(&self) -> Result<Vec<engine::ChatMessage>> {
+        let id = self.open.as_ref().ok_or(Error::NoConversation)?;
+        let parts = self.store.prompt_parts(id)?;
+        Ok(chat_messages(self.config.system_prompt.as_deref(), &parts))
+    }
+
+    /// The user is typing `draft`: prefill it after the conversation's prompt.
+    pub fn set_draft(&self, draft: &str) -> Result<()> {
+        let history = self.history()?;
+        self.engine.set_draft(history, draft.to_string())?;
+        Ok(())
+    }
+
+    fn count_tokens(&self, text: &str) -> Result<usize> {
+        Ok(self.engine.tokenizer().encode(text, false)?.len())
+    }
+
+    /// One turn: commit `text` as the user's message, summarize older turns if the prompt
+    /// passed its high-water mark, then stream the reply to `on_text`, checkpointing it, and
+    /// commit it. Setting `cancel` stops the reply; what was generated is kept as `stopped`.
+    pub fn send(
+        &mut self,
+        text: &str,
+        params: &GenerateParams,
+        cancel: &AtomicBool,
+        on_text: &mut dyn FnMut(&str),
+    ) -> Result<Turn> {
+        let id = self.open.clone().ok_or(Error::NoConversation)?;
+        let user = self.store.append_message(
+            &id,
+            &NewMessage::complete(Role::User, text, Some(self.count_tokens(text)? as i64)),
+        )?;
+        if user.seq == 0 && self.store.conversation(&id)?.title == NEW_CONVERSATION_TITLE {
+            self.store.rename_conversation(&id, &title_from(text))?;
+        }
+        let (summaries_made, prompt_tokens) = match self.compact(&id) {
+            Ok(outcome) => (outcome.summaries_made, outcome.prompt_tokens),
+            Err(e) => {
+                // the message cannot be answered: take it back rather than leave it unanswered
+                self.store.truncate_messages(&id, user.seq)?;
+                return Err(e);
+            }
+        };
+        let messages = self.history()?;
+        let handle = self
+            .engine
+            .generate(Prompt::Chat(messages), params.clone())?;
+        let mut reply =
+            ReplyRecorder::begin(&self.store, &id)?.with_interval(self.config.checkpoint_interval);
+        let outcome = self.stream(&handle, &mut reply, cancel, on_text);
+        match outcome {
+            Ok(generation) => {
+                let status = match generation.stop_reason {
+                    StopReason::Cancelled | StopReason::ContextFull => MessageStatus::Stopped,
+                    _ => MessageStatus::Complete,
+                };
+                let timings = serde_json::to_value(&generation.stats).ok();
+                let reply = reply.finish(
+                    &self.store,
+                    status,
+                    Some(generation.ids.len() as i64),
+                    timings.as_ref(),
+                )?;
+                Ok(Turn {
+                    user,
+                    reply,
+                    generation,
+                    summaries_made,
+                    prompt_tokens,
+                })
+            }
+            Err(e) => {
+                let _ = reply.finish(&self.store, MessageStatus::Error, None, None);
+                Err(e)
+            }
+        }
+    }
+
+    fn stream(
+        &self,
+        handle: &engine::GenerationHandle,
+        reply: &mut ReplyRecorder,
+        cancel: &AtomicBool,
+        on_text: &mut dyn FnMut(&str),
+    ) -> Result<Generation> {
+        loop {
+            if cancel.load(Ordering::Relaxed) {
+                handle.cancel();
+            }
+            match handle.events.recv_timeout(POLL) {
+                Ok(Event::Started { .. }) => {}
+                Ok(Event::Text(piece)) => {
+                    on_text(&piece);
+                    reply.push(&self.store, &piece)?;
+                }
+                Ok(Event::Done(generation)) => return Ok(generation),
+                Ok(Event::Error { code, message }) => {
+                    return Err(engine::Error::Request { code, message }.into());
+                }
+                Err(RecvTimeoutError::Timeout) => reply.tick(&self.store)?,
+                Err(RecvTimeoutError::Disconnected) => {
+                    return Err(engine::Error::EngineStopped.into());
+                }
+            }
+        }
+    }
+
+    /// Summarize until the open conversation's prompt fits its high-water mark.
+    pub fn compact(&mut self, id: &ConversationId) -> Result<memory::CompactionOutcome> {
+        let no_summaries = memory::PromptParts {
+            summaries: Vec::new(),
+            messages: Vec::new(),
+        };
+        let system_tokens = match system_text(self.config.system_prompt.as_deref(), &no_summaries) {
+            Some(s) => self.count_tokens(&s)?,
+            None => 0,
+        } + 4; // <bos> and the summary header's line
+        let mut summarizer = EngineSummarizer {
+            engine: &self.engine,
+            context: self.config.policy.context_tokens,
+        };
+        let outcome =
+            self.store
+                .compact(id, &self.config.policy, system_tokens, &mut summarizer)?;
+        if let Some(tokens) = outcome.overflow {
+            return Err(Error::MessageTooLong {
+                tokens,
+                context: self.config.policy.context_tokens,
+            });
+        }
+        Ok(outcome)
+    }
+
+    /// Snapshot the open conversation's KV cache into the store (on switch and close).
+    pub fn save_snapshot(&mut self) -> Result<bool> {
+        let Some(id) = self.open.clone() else {
+            return Ok(false);
+        };
+        let tokens = self.engine.session_tokens()?.len();
+        if tokens == 0 {
+            return Ok(false);
+        }
+        let key = self.snapshot_key()?;
+        let bytes = self.engine.snapshot()?;
+        match self.store.save_snapshot(&id, &key, tokens as i64, &bytes) {
+            Ok(kept) => Ok(kept),
+            // a snapshot is a cache: failing to write one (a full disk) loses nothing
+            Err(e) => {
+                tracing::warn!(error = %e, "snapshot not saved");
+                Ok(false)
+            }
+        }
+    }
+
+    /// Snapshot and close the open conversation.
+    pub fn close(&mut self) -> Result<()> {
+        self.save_snapshot()?;
+        self.open = None;
+        Ok(())
+    }
+}
+
+/// A title from the first message: its first line, at most 60 characters, cut at a word.
+pub fn title_from(text: &str) -> String {
+    let line = text
+        .lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .unwrap_or("");
+    if line.chars().count() <= 60 {
+        return if line.is_empty() {
+            NEW_CONVERSATION_TITLE.into()
+        } else {
+            line.to_string()
+        };
+    }
+    let cut: String = line.chars().take(60).collect();
+    let cut = match cut.rfind(' ') {
+        Some(at) if at > 30 => &cut[..at],
+        _ => &cut[..],
+    };
+    format!("{}…", cut.trim_end())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::title_from;
+
+    #[test]
+    fn titles_come_from_the_first_line_cut_at_a_word() {
+        assert_eq!(title_from("\n  Hello there\nsecond"), "Hello there");
+        let long = "Explain how the sliding window attention of Gemma three works in detail please";
+        assert_eq!(
+            title_from(long),
+            "Explain how the sliding window attention of Gemma three…"
+        );
+        assert_eq!(title_from("   "), "New conversation");
+        assert_eq!(title_from(&"长".repeat(70)).chars().count(), 61);
+    }
+}
