@@ -15,6 +15,7 @@ use crate::kv_budget::{KvShape, SessionConfig, context_for_budget};
 use crate::kv_cache::KvCache;
 use crate::model::{Gemma3, log_softmax};
 use crate::session::Session;
+use crate::thermal::ThermalConfig;
 use crate::tokenizer::GemmaTokenizer;
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -34,6 +35,8 @@ pub struct EngineConfig {
     pub draft_chunk: usize,
     /// Run a short forward pass at load so the first request is as fast as the next.
     pub warm_up: bool,
+    /// Thermal pacing (see [`crate::thermal`]); the engine actor samples and obeys it.
+    pub thermal: ThermalConfig,
 }
 
 impl Default for EngineConfig {
@@ -46,6 +49,7 @@ impl Default for EngineConfig {
             memory_budget_bytes: None,
             draft_chunk: 32,
             warm_up: true,
+            thermal: ThermalConfig::default(),
         }
     }
 }
@@ -100,10 +104,13 @@ impl Engine {
                 "the prefill and draft chunks must be at least 1 token".into(),
             ));
         }
+        config.thermal.validate()?;
         let (device, used, device_notice) = select_device(config.device);
         let mut file = ModelFile::open(&config.model_path)?;
         let tokenizer = GemmaTokenizer::from_gguf(&file)?;
         let model = Gemma3::load(&mut file, config.context, &device)?;
+        let reduced = config.thermal.reduced_threads(model.threads());
+        let model = model.with_reduced_threads(reduced)?;
         let gc: &GemmaConfig = model.config();
         // Decided here so that a budget too small for even one page fails the load clearly.
         let kv_shape = KvShape::of(gc, crate::kv_cache::element_bytes(&device));
