@@ -6,10 +6,13 @@
 //!   them (so the average covers the forward pass, the logits, sampling and streaming, and
 //!   follows the step cost as the context grows). It outlives generations, so a reply that
 //!   starts hot is paced from its first step.
-//! - A rate cap `r` is a target interval `baseline / r` between step starts; the pacer waits
-//!   out the rest of it. It waits on the governor's condition variable in slices of at most
+//! - A rate cap `r` is a target interval `baseline / r` between step starts, on a running
+//!   schedule (a late step is made up by a shorter wait after it); the pacer waits out the
+//!   rest of each interval. It waits on the governor's condition variable in slices of at most
 //!   [`SLICE`], so a cooler state or a cancel takes effect within a slice, not after the wait.
-//! - `serious` also asks for fewer compute threads (the caller applies [`StepPlan`]).
+//! - `serious` also asks for fewer compute threads (the caller applies [`StepPlan`]) for every
+//!   step that keeps to the schedule on them; a step that is late runs on all threads, so the
+//!   rate holds its cap even where fewer threads alone would fall below it.
 //! - `critical`: the current token is finished (the pacer is only consulted between steps),
 //!   then the loop waits until the state falls back, the user resumes, or the request is
 //!   cancelled. Nothing is sampled while paused, so no token is lost or repeated.
@@ -75,6 +78,8 @@ pub struct Pacer<'a> {
     resumed: bool,
     last_start: Option<Instant>,
     last_full_threads: bool,
+    /// When the next paced step may start.
+    next_due: Option<Instant>,
     paced: Duration,
     paused: Duration,
 }
@@ -95,6 +100,7 @@ impl<'a> Pacer<'a> {
             resumed: false,
             last_start: None,
             last_full_threads: false,
+            next_due: None,
             paced: Duration::ZERO,
             paused: Duration::ZERO,
         }
@@ -126,27 +132,43 @@ impl<'a> Pacer<'a> {
                 waited = true;
                 continue;
             }
+            let now = Instant::now();
             let rate = config.rate_for_level(level);
-            if let (true, Some(step), Some(prev)) =
-                (rate < 1.0, self.baseline.step_seconds(), self.last_start)
-            {
-                let next = prev + Duration::from_secs_f64(step / rate);
-                let now = Instant::now();
-                if now < next {
-                    self.governor.wait_change(version, (next - now).min(SLICE));
+            let target = self
+                .baseline
+                .step_seconds()
+                .filter(|_| rate < 1.0)
+                .map(|step| Duration::from_secs_f64(step / rate));
+            if let (Some(_), Some(due)) = (target, self.next_due) {
+                if now < due {
+                    self.governor.wait_change(version, (due - now).min(SLICE));
                     self.paced += now.elapsed();
                     waited = true;
                     continue;
                 }
             }
-            let reduced = level >= 2 && self.baseline.ready();
-            let now = Instant::now();
+            // The unthrottled interval is only measured at nominal (or to calibrate): a
+            // step right after a pacing wait runs on cooler caches and parked workers.
             if let Some(prev) = self.last_start {
-                if self.last_full_threads && !waited {
+                if self.last_full_threads && !waited && (level == 0 || !self.baseline.ready()) {
                     self.baseline.observe((now - prev).as_secs_f64());
                 }
             }
             self.last_start = Some(now);
+            let Some(target) = target else {
+                self.next_due = None;
+                self.last_full_threads = true;
+                return StepPlan::default();
+            };
+            // Steps are due every `target` on a running schedule, so a late step is made up
+            // by a shorter wait next time; at most one interval of lateness is carried over.
+            let due = self.next_due.unwrap_or(now);
+            let late = now.saturating_duration_since(due);
+            let base = if late > target { now } else { due };
+            self.next_due = Some(base + target);
+            // Fewer threads while that keeps up with the cap; a step that is late (the last
+            // one overran the interval on fewer threads) runs on all of them to catch up.
+            let reduced = level >= 2 && late <= target / 10;
             self.last_full_threads = !reduced;
             return StepPlan {
                 reduced_threads: reduced,
