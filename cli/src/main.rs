@@ -28,6 +28,8 @@ enum Command {
     Generate(commands::generate::Args),
     /// Chat in the terminal; Ctrl-C stops the current reply.
     Chat(commands::chat::Args),
+    /// What this device can run: memory, backend, thermal state, and which models fit.
+    Doctor(commands::doctor::Args),
     /// Measure load, first token, prefill, decode, memory and the typing scenario.
     Bench(commands::bench::Args),
 }
@@ -55,6 +57,7 @@ fn main() -> ExitCode {
         Command::Generate(a) => commands::generate::run(a),
         Command::Chat(a) => commands::chat::run(a),
         Command::Bench(a) => commands::bench::run(a),
+        Command::Doctor(a) => commands::doctor::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -8,6 +8,7 @@
 //!   size under a memory budget, and its versioned snapshots;
 //! - [`draft`]: prefill while the user types;
 //! - [`sampling`], [`generate`]: the sampler chain and the generation loop;
+//! - [`memory_guard`]: the memory estimate before loading, and the context that fits;
 //! - [`thermal`]: thermal state sources, the governor and the decode pacer;
 //! - [`runtime`]: the engine as an actor on its own thread behind an [`EngineHandle`].
 
@@ -19,6 +20,7 @@ pub mod generate;
 pub mod gguf;
 pub mod kv_budget;
 pub mod kv_cache;
+pub mod memory_guard;
 pub mod model;
 pub mod runtime;
 pub mod sampling;

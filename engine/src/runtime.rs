@@ -208,6 +208,11 @@ impl EngineHandle {
         self.notice.as_deref()
     }
 
+    /// Set when the memory guard lowered the context to fit the device.
+    pub fn memory_notice(&self) -> Option<&str> {
+        self.info.memory.notice.as_deref()
+    }
+
     /// The thermal state the engine obeys now.
     pub fn thermal_state(&self) -> ThermalState {
         self.thermal.state()

@@ -1,5 +1,6 @@
 pub mod bench;
 pub mod chat;
+pub mod doctor;
 pub mod generate;
 pub mod score;
 pub mod tokenize;
