@@ -41,6 +41,30 @@ fn spawn(file: &Path) -> EngineHandle {
     .expect("engine")
 }
 
+/// One test's engine and thermal file, holding the lock that keeps timing tests apart.
+struct Rig {
+    _serial: std::sync::MutexGuard<'static, ()>,
+    _dir: tempfile::TempDir,
+    file: std::path::PathBuf,
+    engine: EngineHandle,
+}
+
+impl Rig {
+    fn new(initial: &str) -> Self {
+        let serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("thermal");
+        set(&file, initial);
+        let engine = spawn(&file);
+        Rig {
+            _serial: serial,
+            _dir: dir,
+            file,
+            engine,
+        }
+    }
+}
+
 fn set(file: &Path, state: &str) -> Instant {
     std::fs::write(file, state).expect("write the thermal file");
     Instant::now()
@@ -126,12 +150,9 @@ fn record(
 
 #[test]
 fn decode_rate_holds_its_cap_and_full_speed_returns() {
-    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("thermal");
-    set(&file, "nominal");
-    let engine = spawn(&file);
-    let ids = prompt(&engine);
+    let rig = Rig::new("nominal");
+    let (file, engine) = (&rig.file, &rig.engine);
+    let ids = prompt(engine);
     let handle = engine.generate(Prompt::Ids(ids), greedy(2000)).unwrap();
 
     // nominal for 40 tokens, fair 2 s, serious 2 s, nominal 1 s, then stop
@@ -141,10 +162,10 @@ fn decode_rate_holds_its_cap_and_full_speed_returns() {
     let trace = record(handle, |trace, handle| {
         let elapsed = since.elapsed();
         match phase {
-            0 if trace.tokens.len() >= 40 => since = set(&file, "fair"),
-            1 if elapsed >= Duration::from_secs(2) => since = set(&file, "serious"),
+            0 if trace.tokens.len() >= 40 => since = set(file, "fair"),
+            1 if elapsed >= Duration::from_secs(2) => since = set(file, "serious"),
             2 if elapsed >= Duration::from_secs(2) => {
-                since = set(&file, "nominal");
+                since = set(file, "nominal");
                 back_at_nominal = Some(since);
             }
             3 if elapsed >= Duration::from_secs(1) => handle.cancel(),
@@ -194,12 +215,9 @@ fn decode_rate_holds_its_cap_and_full_speed_returns() {
 
 #[test]
 fn critical_pauses_and_resumes_without_losing_or_repeating_a_token() {
-    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("thermal");
-    set(&file, "nominal");
-    let engine = spawn(&file);
-    let ids = prompt(&engine);
+    let rig = Rig::new("nominal");
+    let (file, engine) = (&rig.file, &rig.engine);
+    let ids = prompt(engine);
     const N: usize = 90;
 
     // the same tokens with no pacing at all
@@ -226,12 +244,12 @@ fn critical_pauses_and_resumes_without_losing_or_repeating_a_token() {
     let trace = record(handle, |trace, _| {
         let n = trace.tokens.len();
         match phase {
-            0 if n >= 15 => since = set(&file, "critical"),
+            0 if n >= 15 => since = set(file, "critical"),
             1 if since.elapsed() >= Duration::from_millis(600) => {
                 gaps.push(n);
-                since = set(&file, "nominal");
+                since = set(file, "nominal");
             }
-            2 if n >= 40 => since = set(&file, "critical"),
+            2 if n >= 40 => since = set(file, "critical"),
             3 if since.elapsed() >= Duration::from_millis(600) => {
                 gaps.push(n);
                 engine.resume();
@@ -266,20 +284,17 @@ fn critical_pauses_and_resumes_without_losing_or_repeating_a_token() {
         trace.notices.iter().map(|(_, _, n)| &n.message).collect::<Vec<_>>()
     );
     assert!(g.stats.paused_seconds >= 1.0, "{:?}", g.stats);
-    std::fs::write(&file, "nominal").unwrap();
+    std::fs::write(file, "nominal").unwrap();
 }
 
 #[test]
 fn cancel_ends_a_paused_reply_at_once() {
-    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("thermal");
-    set(&file, "critical");
-    let engine = spawn(&file);
+    let rig = Rig::new("critical");
+    let engine = &rig.engine;
     assert_eq!(engine.thermal_state(), ThermalState::Critical);
     assert!(engine.background_paused());
     let handle = engine
-        .generate(Prompt::Ids(prompt(&engine)), greedy(50))
+        .generate(Prompt::Ids(prompt(engine)), greedy(50))
         .unwrap();
     let mut cancelled_at = None;
     let trace = record(handle, |trace, handle| {
