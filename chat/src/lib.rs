@@ -12,5 +12,5 @@ pub mod prompt;
 pub mod summarizer;
 
 pub use error::{Error, Result};
-pub use manager::{ConversationManager, ManagerConfig, Resume, Turn};
+pub use manager::{ConversationManager, ManagerConfig, Resume, Turn, TurnEvent};
 pub use summarizer::EngineSummarizer;

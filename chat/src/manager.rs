@@ -56,6 +56,16 @@ pub enum Resume {
     Empty,
 }
 
+/// What the caller of [`ConversationManager::send`] hears while the reply streams.
+pub enum TurnEvent<'a> {
+    /// A piece of the reply (whole UTF-8 characters).
+    Text(&'a str),
+    /// The thermal state changed and the engine changed its pace.
+    Thermal(&'a engine::ThermalNotice),
+    /// Nothing arrived for a moment: a chance to look at input (e.g. to resume a pause).
+    Tick,
+}
+
 /// What a turn produced.
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -202,12 +212,13 @@ impl ConversationManager {
     /// One turn: commit `text` as the user's message, summarize older turns if the prompt
     /// passed its high-water mark, then stream the reply to `on_text`, checkpointing it, and
     /// commit it. Setting `cancel` stops the reply; what was generated is kept as `stopped`.
+    /// `on_event` hears the reply's pieces and thermal notices.
     pub fn send(
         &mut self,
         text: &str,
         params: &GenerateParams,
         cancel: &AtomicBool,
-        on_text: &mut dyn FnMut(&str),
+        on_event: &mut dyn FnMut(TurnEvent<'_>),
     ) -> Result<Turn> {
         let id = self.open.clone().ok_or(Error::NoConversation)?;
         let user = self.store.append_message(
@@ -231,7 +242,7 @@ impl ConversationManager {
             .generate(Prompt::Chat(messages), params.clone())?;
         let mut reply =
             ReplyRecorder::begin(&self.store, &id)?.with_interval(self.config.checkpoint_interval);
-        let outcome = self.stream(&handle, &mut reply, cancel, on_text);
+        let outcome = self.stream(&handle, &mut reply, cancel, on_event);
         match outcome {
             Ok(generation) => {
                 let status = match generation.stop_reason {
@@ -265,7 +276,7 @@ impl ConversationManager {
         handle: &engine::GenerationHandle,
         reply: &mut ReplyRecorder,
         cancel: &AtomicBool,
-        on_text: &mut dyn FnMut(&str),
+        on_event: &mut dyn FnMut(TurnEvent<'_>),
     ) -> Result<Generation> {
         loop {
             if cancel.load(Ordering::Relaxed) {
@@ -274,14 +285,18 @@ impl ConversationManager {
             match handle.events.recv_timeout(POLL) {
                 Ok(Event::Started { .. }) => {}
                 Ok(Event::Text(piece)) => {
-                    on_text(&piece);
+                    on_event(TurnEvent::Text(&piece));
                     reply.push(&self.store, &piece)?;
                 }
+                Ok(Event::Thermal(notice)) => on_event(TurnEvent::Thermal(&notice)),
                 Ok(Event::Done(generation)) => return Ok(generation),
                 Ok(Event::Error { code, message }) => {
                     return Err(engine::Error::Request { code, message }.into());
                 }
-                Err(RecvTimeoutError::Timeout) => reply.tick(&self.store)?,
+                Err(RecvTimeoutError::Timeout) => {
+                    on_event(TurnEvent::Tick);
+                    reply.tick(&self.store)?;
+                }
                 Err(RecvTimeoutError::Disconnected) => {
                     return Err(engine::Error::EngineStopped.into());
                 }

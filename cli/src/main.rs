@@ -28,6 +28,8 @@ enum Command {
     Chat(commands::chat::Args),
     /// List, show, search, export, import, rename, pin and delete saved conversations.
     Conversations(commands::conversations::Args),
+    /// What this device can run: memory, backend, thermal state, and which models fit.
+    Doctor(commands::doctor::Args),
     /// Measure load, first token, prefill, decode, memory and the typing scenario.
     Bench(commands::bench::Args),
 }
@@ -56,6 +58,7 @@ fn main() -> ExitCode {
         Command::Chat(a) => commands::chat::run(a),
         Command::Conversations(a) => commands::conversations::run(a),
         Command::Bench(a) => commands::bench::run(a),
+        Command::Doctor(a) => commands::doctor::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

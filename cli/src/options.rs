@@ -20,6 +20,15 @@ pub struct ModelOptions {
     /// Context size in tokens
     #[arg(long, default_value_t = 4096, value_name = "TOKENS", value_parser = clap::value_parser!(u32).range(2..=131072))]
     pub context: u32,
+    /// Decode rate when the device is warm (thermal state fair), as a fraction of full speed
+    #[arg(long, default_value_t = 0.7, value_name = "F")]
+    pub fair_rate: f64,
+    /// Decode rate when the device is hot (serious), as a fraction of full speed
+    #[arg(long, default_value_t = 0.4, value_name = "F")]
+    pub serious_rate: f64,
+    /// How often to read the thermal state, in milliseconds
+    #[arg(long, default_value_t = 2000, value_name = "MS", value_parser = clap::value_parser!(u64).range(1..))]
+    pub thermal_interval: u64,
 }
 
 impl ModelOptions {
@@ -34,6 +43,12 @@ impl ModelOptions {
             model_path: self.model_path(),
             device: self.device,
             context: self.context as usize,
+            thermal: engine::ThermalConfig {
+                fair_rate: self.fair_rate,
+                serious_rate: self.serious_rate,
+                sample_interval_ms: self.thermal_interval,
+                ..engine::ThermalConfig::default()
+            },
             ..EngineConfig::default()
         }
     }
@@ -47,6 +62,9 @@ impl ModelOptions {
         );
         let handle = EngineHandle::spawn(self.engine_config())?;
         if let Some(notice) = handle.device_notice() {
+            eprintln!("notice: {notice}");
+        }
+        if let Some(notice) = handle.memory_notice() {
             eprintln!("notice: {notice}");
         }
         Ok(handle)

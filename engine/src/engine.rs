@@ -13,8 +13,10 @@ use crate::error::{Error, Result};
 use crate::gguf::{GemmaConfig, ModelFile};
 use crate::kv_budget::{KvShape, SessionConfig, context_for_budget};
 use crate::kv_cache::KvCache;
+use crate::memory_guard::{MemoryFit, ModelShape, fit_context, system_memory};
 use crate::model::{Gemma3, log_softmax};
 use crate::session::Session;
+use crate::thermal::ThermalConfig;
 use crate::tokenizer::GemmaTokenizer;
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -34,6 +36,11 @@ pub struct EngineConfig {
     pub draft_chunk: usize,
     /// Run a short forward pass at load so the first request is as fast as the next.
     pub warm_up: bool,
+    /// Thermal pacing (see [`crate::thermal`]); the engine actor samples and obeys it.
+    pub thermal: ThermalConfig,
+    /// Pretend the device can spare only this many bytes (tests, simulating a phone); unset:
+    /// `$COMPANION_AVAILABLE_MEMORY`, else what the OS reports. See [`crate::memory_guard`].
+    pub available_memory_bytes: Option<u64>,
 }
 
 impl Default for EngineConfig {
@@ -46,6 +53,8 @@ impl Default for EngineConfig {
             memory_budget_bytes: None,
             draft_chunk: 32,
             warm_up: true,
+            thermal: ThermalConfig::default(),
+            available_memory_bytes: None,
         }
     }
 }
@@ -66,6 +75,8 @@ pub struct ModelInfo {
     pub load_seconds: f64,
     /// K and V bytes per token of context, averaged over the session's full context.
     pub kv_bytes_per_token: usize,
+    /// The memory guard's estimate and the context it allowed.
+    pub memory: MemoryFit,
 }
 
 /// One scored position: the distribution after reading `ids[..pos]`.
@@ -102,16 +113,29 @@ impl Engine {
                 "the prefill and draft chunks must be at least 1 token".into(),
             ));
         }
+        config.thermal.validate()?;
         let (device, used, device_notice) = select_device(config.device);
         let mut file = ModelFile::open(&config.model_path)?;
+        // Decided from the header, before any weight or cache is touched.
+        let memory = fit_context(
+            &ModelShape::of_file(&file, crate::kv_cache::element_bytes(&device)),
+            config.context,
+            config.prefill_chunk,
+            system_memory(config.available_memory_bytes).available_bytes,
+        )?;
+        if let Some(notice) = &memory.notice {
+            tracing::warn!("{notice}");
+        }
         let tokenizer = GemmaTokenizer::from_gguf(&file)?;
-        let model = Gemma3::load(&mut file, config.context, &device)?;
+        let model = Gemma3::load(&mut file, memory.context, &device)?;
+        let reduced = config.thermal.reduced_threads(model.threads());
+        let model = model.with_reduced_threads(reduced)?;
         let gc: &GemmaConfig = model.config();
         // Decided here so that a budget too small for even one page fails the load clearly.
         let kv_shape = KvShape::of(gc, crate::kv_cache::element_bytes(&device));
         let context = context_for_budget(
             &kv_shape,
-            config.context,
+            memory.context,
             model.max_context(),
             config.prefill_chunk,
             config.memory_budget_bytes,
@@ -130,6 +154,7 @@ impl Engine {
             // the formula `KvCache::bytes_per_token` reports, without allocating a session
             kv_bytes_per_token: (kv_shape.full_bytes(context, config.prefill_chunk)
                 / context as u64) as usize,
+            memory,
         };
         let mut engine = Engine {
             model,
@@ -181,6 +206,11 @@ impl Engine {
 
     pub fn device_notice(&self) -> Option<&str> {
         self.device_notice.as_deref()
+    }
+
+    /// Set when the memory guard lowered the context to fit the device.
+    pub fn memory_notice(&self) -> Option<&str> {
+        self.info.memory.notice.as_deref()
     }
 
     /// The context of a session made by [`Self::new_session`] (the configured one, lowered to

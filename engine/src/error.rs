@@ -60,6 +60,18 @@ pub enum Error {
         needed: u64,
     },
 
+    /// Not even the smallest useful context fits in the memory the device can spare.
+    #[error(
+        "not enough memory: the model needs about {} even with a context of {context} tokens, but only {} is available; close other apps or choose a smaller model",
+        crate::memory_guard::megabytes(*needed),
+        crate::memory_guard::megabytes(*available)
+    )]
+    InsufficientMemory {
+        needed: u64,
+        available: u64,
+        context: usize,
+    },
+
     /// A KV snapshot made by another model, layout or format version: the session stays empty
     /// and the conversation must be prefilled again.
     #[error(
@@ -98,6 +110,7 @@ impl Error {
             Error::PromptTooLong { .. } => "prompt_too_long",
             Error::InvalidArgument(_) => "invalid_argument",
             Error::MemoryBudgetTooSmall { .. } => "memory_budget_too_small",
+            Error::InsufficientMemory { .. } => "insufficient_memory",
             Error::SnapshotMismatch { .. } => "snapshot_mismatch",
             Error::SnapshotCorrupt(_) => "snapshot_corrupt",
             Error::Request { code, .. } => code,

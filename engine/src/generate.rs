@@ -1,6 +1,7 @@
 //! One generation: bring the session to the prompt (reusing the cached prefix), then sample
 //! token by token, streaming whole-UTF-8 text pieces, until `<end_of_turn>`/`<eos>`, a stop
 //! string, the token limit, a full context, or cancellation (checked every decode step).
+//! A [`Pacer`] (see [`crate::thermal`]) may slow or pause the loop between decode steps.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
@@ -11,6 +12,7 @@ use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::sampling::{Sampler, SamplingParams};
 use crate::session::{Session, common_prefix};
+use crate::thermal::Pacer;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
@@ -57,6 +59,10 @@ pub struct GenerationStats {
     pub decode_seconds: f64,
     pub decode_tokens_per_second: f64,
     pub prefill_tokens_per_second: f64,
+    /// Seconds the decode loop waited to hold a thermal rate cap.
+    pub paced_seconds: f64,
+    /// Seconds it was paused at `critical`.
+    pub paused_seconds: f64,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -128,6 +134,45 @@ impl Engine {
         cancel: &AtomicBool,
         on_text: &mut dyn FnMut(&str),
     ) -> Result<Generation> {
+        self.generate_paced(session, prompt, params, cancel, None, on_text)
+    }
+
+    /// [`Self::generate`] with thermal pacing between decode steps. The compute threads are
+    /// back to the full pool when it returns.
+    pub fn generate_paced(
+        &self,
+        session: &mut Session,
+        prompt: &[u32],
+        params: &GenerateParams,
+        cancel: &AtomicBool,
+        mut pacer: Option<&mut Pacer<'_>>,
+        on_text: &mut dyn FnMut(&str),
+    ) -> Result<Generation> {
+        if let Some(p) = pacer.as_deref_mut() {
+            self.model
+                .set_reduced_threads(p.before_prefill().reduced_threads);
+        }
+        let result = self.generate_inner(session, prompt, params, cancel, &mut pacer, on_text);
+        self.model.set_reduced_threads(false);
+        let mut generation = result?;
+        if let Some(p) = pacer {
+            (
+                generation.stats.paced_seconds,
+                generation.stats.paused_seconds,
+            ) = p.waits();
+        }
+        Ok(generation)
+    }
+
+    fn generate_inner(
+        &self,
+        session: &mut Session,
+        prompt: &[u32],
+        params: &GenerateParams,
+        cancel: &AtomicBool,
+        pacer: &mut Option<&mut Pacer<'_>>,
+        on_text: &mut dyn FnMut(&str),
+    ) -> Result<Generation> {
         if prompt.is_empty() {
             return Err(Error::InvalidArgument("the prompt is empty".into()));
         }
@@ -193,6 +238,10 @@ impl Engine {
             if session.remaining() == 0 {
                 break StopReason::ContextFull;
             }
+            if let Some(p) = pacer.as_deref_mut() {
+                self.model
+                    .set_reduced_threads(p.before_step(cancel).reduced_threads);
+            }
             if cancel.load(Ordering::Relaxed) {
                 break StopReason::Cancelled;
             }
@@ -229,6 +278,8 @@ impl Engine {
             } else {
                 0.0
             },
+            paced_seconds: 0.0,
+            paused_seconds: 0.0,
         };
         Ok(Generation {
             ids,

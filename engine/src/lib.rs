@@ -8,6 +8,8 @@
 //!   size under a memory budget, and its versioned snapshots;
 //! - [`draft`]: prefill while the user types;
 //! - [`sampling`], [`generate`]: the sampler chain and the generation loop;
+//! - [`memory_guard`]: the memory estimate before loading, and the context that fits;
+//! - [`thermal`]: thermal state sources, the governor and the decode pacer;
 //! - [`runtime`]: the engine as an actor on its own thread behind an [`EngineHandle`].
 
 pub mod device;
@@ -18,11 +20,13 @@ pub mod generate;
 pub mod gguf;
 pub mod kv_budget;
 pub mod kv_cache;
+pub mod memory_guard;
 pub mod model;
 pub mod runtime;
 pub mod sampling;
 pub mod session;
 pub mod snapshot;
+pub mod thermal;
 pub mod tokenizer;
 
 pub use device::DeviceChoice;
@@ -34,6 +38,7 @@ pub use kv_budget::{PAGE_SIZE, SessionConfig};
 pub use runtime::{EngineHandle, Event, GenerationHandle, Prompt};
 pub use sampling::SamplingParams;
 pub use session::Session;
+pub use thermal::{ThermalConfig, ThermalNotice, ThermalState};
 pub use tokenizer::{ChatMessage, GemmaTokenizer, Role};
 
 /// Where the default model lives when `COMPANION_MODEL` is not set:

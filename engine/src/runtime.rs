@@ -3,6 +3,8 @@
 //! Each request carries its own event channel and cancel flag, as in mistral.rs's engine loop;
 //! nothing on the caller's side ever waits on a forward pass unless it chooses to. Drafts
 //! (prefill while typing) bypass the queue through a shared slot: see [`crate::draft`].
+//! The actor also owns the thermal governor: every generation is paced by it (see
+//! [`crate::thermal`]) and tells its caller, in its own event stream, what it did.
 
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
@@ -16,6 +18,7 @@ use crate::engine::{Engine, EngineConfig, ModelInfo, ScoredPosition};
 use crate::error::{Error, Result};
 use crate::generate::{GenerateParams, Generation};
 use crate::session::Session;
+use crate::thermal::{Pacer, StepBaseline, ThermalGovernor, ThermalNotice, ThermalState};
 use crate::tokenizer::{ChatMessage, GemmaTokenizer, render_chat};
 
 /// What to generate from.
@@ -40,8 +43,9 @@ impl Prompt {
     }
 }
 
-/// Events of one generation request, in order: `Started`, any number of `Text`, then exactly
-/// one of `Done` or `Error`.
+/// Events of one generation request, in order: `Started`, any number of `Text` and `Thermal`,
+/// then exactly one of `Done` or `Error`. `Thermal` comes when the thermal state the reply
+/// obeys changes (and at its start when the device is not cool), saying what the engine did.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(tag = "event", content = "data", rename_all = "camelCase")]
 pub enum Event {
@@ -50,6 +54,7 @@ pub enum Event {
         prompt_tokens: usize,
     },
     Text(String),
+    Thermal(ThermalNotice),
     Done(Generation),
     #[serde(rename_all = "camelCase")]
     Error {
@@ -95,6 +100,7 @@ pub struct EngineHandle {
     info: Arc<ModelInfo>,
     notice: Option<String>,
     drafts: Arc<DraftSlot>,
+    thermal: Arc<ThermalGovernor>,
     _thread: Arc<ThreadGuard>,
 }
 
@@ -123,11 +129,21 @@ impl GenerationHandle {
     }
 
     /// Drain events until the generation ends, passing each text piece to `on_text`.
-    pub fn wait(self, mut on_text: impl FnMut(&str)) -> Result<Generation> {
+    pub fn wait(self, on_text: impl FnMut(&str)) -> Result<Generation> {
+        self.wait_with_notices(on_text, |_| {})
+    }
+
+    /// [`Self::wait`], passing thermal notices to `on_notice`.
+    pub fn wait_with_notices(
+        self,
+        mut on_text: impl FnMut(&str),
+        mut on_notice: impl FnMut(&ThermalNotice),
+    ) -> Result<Generation> {
         for event in self.events.iter() {
             match event {
                 Event::Started { .. } => {}
                 Event::Text(t) => on_text(&t),
+                Event::Thermal(n) => on_notice(&n),
                 Event::Done(g) => return Ok(g),
                 Event::Error { code, message } => {
                     return Err(Error::Request { code, message });
@@ -145,6 +161,12 @@ impl EngineHandle {
         let (ready_tx, ready_rx) = mpsc::channel();
         let drafts = Arc::new(DraftSlot::default());
         let engine_drafts = drafts.clone();
+        config.thermal.validate()?;
+        let thermal = Arc::new(ThermalGovernor::start(
+            crate::thermal::source_for(&config.thermal),
+            config.thermal.clone(),
+        ));
+        let engine_thermal = thermal.clone();
         let thread = std::thread::Builder::new()
             .name("companion-engine".into())
             .spawn(move || {
@@ -167,7 +189,7 @@ impl EngineHandle {
                     engine.info().clone(),
                     engine.device_notice().map(str::to_string),
                 )));
-                run(engine, session, rx, &engine_drafts);
+                run(engine, session, rx, &engine_drafts, &engine_thermal);
             })
             .map_err(|e| Error::InvalidArgument(format!("cannot start the engine thread: {e}")))?;
         let (tokenizer, info, notice) = ready_rx.recv().map_err(|_| Error::EngineStopped)??;
@@ -177,6 +199,7 @@ impl EngineHandle {
             info: Arc::new(info),
             notice,
             drafts,
+            thermal,
             _thread: Arc::new(ThreadGuard(Some(thread))),
         })
     }
@@ -192,6 +215,36 @@ impl EngineHandle {
 
     pub fn device_notice(&self) -> Option<&str> {
         self.notice.as_deref()
+    }
+
+    /// Set when the memory guard lowered the context to fit the device.
+    pub fn memory_notice(&self) -> Option<&str> {
+        self.info.memory.notice.as_deref()
+    }
+
+    /// The thermal state the engine obeys now.
+    pub fn thermal_state(&self) -> ThermalState {
+        self.thermal.state()
+    }
+
+    /// Notices of every thermal state change, for an indicator outside any one reply.
+    pub fn thermal_notices(&self) -> Receiver<ThermalNotice> {
+        self.thermal.subscribe()
+    }
+
+    /// Whether background work (summaries, document jobs) should wait for the device to cool.
+    pub fn background_paused(&self) -> bool {
+        self.thermal.background_paused()
+    }
+
+    /// Let a reply paused at `critical` go on, at the `serious` pace.
+    pub fn resume(&self) {
+        self.thermal.resume();
+    }
+
+    /// The governor itself (its source and configuration), for diagnostics.
+    pub fn thermal(&self) -> &ThermalGovernor {
+        &self.thermal
     }
 
     /// Start generating; returns immediately with the event stream. A draft being prefilled
@@ -296,7 +349,15 @@ impl EngineHandle {
     }
 }
 
-fn run(engine: Engine, mut session: Session, rx: Receiver<Request>, drafts: &DraftSlot) {
+fn run(
+    engine: Engine,
+    mut session: Session,
+    rx: Receiver<Request>,
+    drafts: &DraftSlot,
+    thermal: &ThermalGovernor,
+) {
+    // the unthrottled decode rate, measured across generations
+    let mut baseline = StepBaseline::default();
     for request in rx.iter() {
         match request {
             Request::Generate {
@@ -310,9 +371,21 @@ fn run(engine: Engine, mut session: Session, rx: Receiver<Request>, drafts: &Dra
                     let _ = events.send(Event::Started {
                         prompt_tokens: ids.len(),
                     });
-                    engine.generate(&mut session, &ids, &params, &cancel, &mut |t| {
-                        let _ = events.send(Event::Text(t.to_string()));
-                    })
+                    let notices = events.clone();
+                    let mut pacer = Pacer::new(thermal, &mut baseline, move |n| {
+                        tracing::info!(state = %n.state, "{}", n.message);
+                        let _ = notices.send(Event::Thermal(n));
+                    });
+                    engine.generate_paced(
+                        &mut session,
+                        &ids,
+                        &params,
+                        &cancel,
+                        Some(&mut pacer),
+                        &mut |t| {
+                            let _ = events.send(Event::Text(t.to_string()));
+                        },
+                    )
                 });
                 let _ = events.send(match result {
                     Ok(g) => Event::Done(g),

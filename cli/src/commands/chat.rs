@@ -5,13 +5,14 @@
 //! valid), and leaving snapshots the session so the next resume is instant. Ctrl-C during a
 //! reply stops that reply and the chat goes on; Ctrl-C at the prompt, Ctrl-D or `/exit` leave.
 
+use std::collections::VecDeque;
 use std::io::{BufRead, Write};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 
 use anyhow::{Context, Result};
-use chat::{ConversationManager, ManagerConfig, Resume};
+use chat::{ConversationManager, ManagerConfig, Resume, TurnEvent};
 use clap::Args as ClapArgs;
 use engine::StopReason;
 use memory::{ConversationId, Role};
@@ -108,9 +109,14 @@ pub fn run(args: Args) -> Result<()> {
     });
 
     let mut stdout = std::io::stdout();
+    let mut typed_ahead: VecDeque<Input> = VecDeque::new();
     loop {
         eprint!("> ");
-        let text = match rx.recv() {
+        let next = match typed_ahead.pop_front() {
+            Some(input) => Ok(input),
+            None => rx.recv(),
+        };
+        let text = match next {
             Ok(Input::Line(l)) => l.trim().to_string(),
             Ok(Input::End) | Err(_) => {
                 eprintln!();
@@ -129,9 +135,32 @@ pub fn run(args: Args) -> Result<()> {
         }
         let cancel = Arc::new(AtomicBool::new(false));
         *current.lock().unwrap_or_else(|p| p.into_inner()) = Some(cancel.clone());
-        let result = manager.send(&text, &params, &cancel, &mut |piece| {
-            let _ = stdout.write_all(piece.as_bytes());
-            let _ = stdout.flush();
+        // while a reply is paused at `critical`, Enter resumes it; other lines wait their turn
+        let mut paused = false;
+        let engine = manager.engine().clone();
+        let result = manager.send(&text, &params, &cancel, &mut |event| match event {
+            TurnEvent::Text(piece) => {
+                let _ = stdout.write_all(piece.as_bytes());
+                let _ = stdout.flush();
+            }
+            TurnEvent::Thermal(n) => {
+                paused = n.rate_percent == 0;
+                eprintln!("\n[thermal: {}] {}", n.state, n.message);
+                if paused {
+                    eprintln!("(press Enter to go on anyway, Ctrl-C to stop)");
+                }
+            }
+            TurnEvent::Tick => {
+                while let Ok(input) = rx.try_recv() {
+                    match input {
+                        Input::Line(l) if paused && l.trim().is_empty() => {
+                            engine.resume();
+                            paused = false;
+                        }
+                        other => typed_ahead.push_back(other),
+                    }
+                }
+            }
         });
         *current.lock().unwrap_or_else(|p| p.into_inner()) = None;
         println!();

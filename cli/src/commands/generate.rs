@@ -44,12 +44,15 @@ pub fn run(args: Args) -> Result<()> {
     let handle = engine.generate(prompt, params)?;
     let mut stdout = std::io::stdout().lock();
     let json = args.json;
-    let generation = handle.wait(|piece| {
-        if !json {
-            let _ = stdout.write_all(piece.as_bytes());
-            let _ = stdout.flush();
-        }
-    })?;
+    let generation = handle.wait_with_notices(
+        |piece| {
+            if !json {
+                let _ = stdout.write_all(piece.as_bytes());
+                let _ = stdout.flush();
+            }
+        },
+        |notice| eprintln!("\n[thermal: {}] {}", notice.state, notice.message),
+    )?;
     if json {
         let info = engine.info();
         let out = serde_json::json!({

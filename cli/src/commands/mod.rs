@@ -1,6 +1,7 @@
 pub mod bench;
 pub mod chat;
 pub mod conversations;
+pub mod doctor;
 pub mod generate;
 pub mod score;
 pub mod tokenize;

@@ -80,6 +80,10 @@ pub struct Gemma3 {
     /// injected from the engine thread and waited on through a lock, which cost ~10-15 µs per
     /// matmul (hundreds per token).
     pool: Option<rayon::ThreadPool>,
+    /// A smaller pool for a hot device (`serious`: see [`crate::thermal`]); the kernels size
+    /// their work by `rayon::current_num_threads()`, so they simply split it fewer ways.
+    reduced_pool: Option<rayon::ThreadPool>,
+    use_reduced: std::sync::atomic::AtomicBool,
 }
 
 impl Gemma3 {
@@ -140,6 +144,8 @@ impl Gemma3 {
         };
         Ok(Gemma3 {
             pool,
+            reduced_pool: None,
+            use_reduced: std::sync::atomic::AtomicBool::new(false),
             rope_local: RopeTable::new(c.rope_base_local, c.head_dim, rope_len, device)?,
             rope_global: RopeTable::new(c.rope_base_global, c.head_dim, rope_len, device)?,
             embed_scale: (e as f64).sqrt(),
@@ -153,6 +159,48 @@ impl Gemma3 {
 
     pub fn config(&self) -> &GemmaConfig {
         &self.config
+    }
+
+    /// Compute threads of the full CPU pool (0 on GPU devices).
+    pub fn threads(&self) -> usize {
+        self.pool.as_ref().map_or(0, |p| p.current_num_threads())
+    }
+
+    /// Build the pool used under [`Self::set_reduced_threads`]: `threads` workers (no pool
+    /// when that is not fewer than the full one, or on GPU devices).
+    pub fn with_reduced_threads(mut self, threads: usize) -> Result<Self> {
+        if self.pool.is_some() && threads < self.threads() {
+            self.reduced_pool = Some(
+                rayon::ThreadPoolBuilder::new()
+                    .num_threads(threads.max(1))
+                    .thread_name(|i| format!("companion-compute-low-{i}"))
+                    .build()
+                    .map_err(|e| {
+                        Error::InvalidArgument(format!("cannot start compute threads: {e}"))
+                    })?,
+            );
+        }
+        Ok(self)
+    }
+
+    /// Run later forward passes on the reduced pool (when there is one) or the full one.
+    pub fn set_reduced_threads(&self, on: bool) {
+        self.use_reduced
+            .store(on, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Threads the next forward pass will use.
+    pub fn active_threads(&self) -> usize {
+        self.active_pool().map_or(0, |p| p.current_num_threads())
+    }
+
+    fn active_pool(&self) -> Option<&rayon::ThreadPool> {
+        if self.use_reduced.load(std::sync::atomic::Ordering::Relaxed) {
+            if let Some(p) = &self.reduced_pool {
+                return Some(p);
+            }
+        }
+        self.pool.as_ref()
     }
 
     pub fn device(&self) -> &Device {
@@ -185,7 +233,7 @@ impl Gemma3 {
             )));
         }
         let mut outs = Vec::new();
-        if let Some(pool) = &self.pool {
+        if let Some(pool) = self.active_pool() {
             let rows = pool.install(|| self.forward_host(tokens, cache, output))?;
             let n = rows.len() / self.config.n_embd;
             return Ok(Tensor::from_vec(
@@ -317,7 +365,7 @@ impl Gemma3 {
 
     /// Logits `[n, n_vocab]` for hidden states `[n, n_embd]`, soft-capped when the model says so.
     pub fn logits(&self, hidden: &Tensor) -> Result<Tensor> {
-        let logits = match &self.pool {
+        let logits = match self.active_pool() {
             Some(pool) => pool.install(|| self.embedding.forward(hidden))?,
             None => self.embedding.forward(hidden)?,
         };

@@ -1,0 +1,156 @@
+//! `companion doctor`: what this device can run, before anything is loaded — RAM, available
+//! memory, backend, thermal state, the memory estimate for the chosen model and context, the
+//! context recommended for it, and which common Gemma sizes would fit. Reads only the model's
+//! GGUF header; `--json` prints one object.
+
+use std::io::Write;
+
+use anyhow::Result;
+use clap::Args as ClapArgs;
+use engine::gguf::ModelFile;
+use engine::memory_guard::catalog::GEMMA_SIZES;
+use engine::memory_guard::{
+    MIN_USEFUL_CONTEXT, MemoryEstimate, ModelShape, fit_context, megabytes, system_memory,
+};
+use engine::thermal;
+use serde_json::json;
+
+use crate::options::ModelOptions;
+
+#[derive(ClapArgs)]
+pub struct Args {
+    /// Print one JSON object instead of a report
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    model: ModelOptions,
+}
+
+pub fn run(args: Args) -> Result<()> {
+    let config = args.model.engine_config();
+    let memory = system_memory(None);
+    let available = memory.available_bytes;
+    let (_, backend, backend_notice) = engine::device::select_device(config.device);
+    let mut source = thermal::source_for(&config.thermal);
+    let thermal_state = source.read();
+    let threads = args
+        .model
+        .threads
+        .map(|t| t as usize)
+        .unwrap_or_else(engine::device::physical_cores);
+    // KV is stored as f16 on the CPU (and as f32 on GPU devices)
+    let element_bytes = if backend == engine::DeviceChoice::Cpu {
+        2
+    } else {
+        4
+    };
+    let context = config.context;
+    let chunk = config.prefill_chunk;
+
+    let model = match ModelFile::open(&config.model_path) {
+        Ok(file) => {
+            let shape = ModelShape::of_file(&file, element_bytes);
+            let estimate = MemoryEstimate::new(&shape, context, chunk);
+            let fit = fit_context(&shape, context, chunk, available);
+            json!({
+                "path": config.model_path,
+                "name": file.config().name,
+                "quantization": file.quantization_label(),
+                "fileBytes": file.file_size(),
+                "estimate": estimate,
+                "recommendedContext": fit.as_ref().ok().map(|f| f.context),
+                "problem": fit.err().map(|e| e.to_string()),
+            })
+        }
+        Err(e) => json!({ "path": config.model_path, "problem": e.to_string() }),
+    };
+    let sizes: Vec<_> = GEMMA_SIZES
+        .iter()
+        .map(|size| {
+            let shape = size.shape();
+            let wanted = context.min(size.max_context);
+            let estimate = MemoryEstimate::new(&shape, wanted, chunk);
+            let best = fit_context(&shape, wanted, chunk, available)
+                .ok()
+                .map(|f| f.context);
+            json!({
+                "name": size.name,
+                "parameters": size.parameters,
+                "fileBytes": size.file_bytes,
+                "estimate": estimate,
+                "fits": best == Some(wanted),
+                "largestContext": best,
+            })
+        })
+        .collect();
+    let out = json!({
+        "totalMemoryBytes": memory.total_bytes,
+        "availableMemoryBytes": available,
+        "availableSimulated": memory.simulated,
+        "backend": backend,
+        "backendNotice": backend_notice,
+        "threads": threads,
+        "thermal": { "state": thermal_state, "source": source.describe() },
+        "context": context,
+        "minimumUsefulContext": MIN_USEFUL_CONTEXT,
+        "model": model,
+        "gemmaSizes": sizes,
+    });
+
+    let mut o = std::io::stdout().lock();
+    if args.json {
+        writeln!(o, "{out}")?;
+        return Ok(());
+    }
+    let mb = |v: &serde_json::Value| v.as_u64().map_or("unknown".to_string(), megabytes);
+    writeln!(
+        o,
+        "memory            {} total, {} available{}",
+        mb(&out["totalMemoryBytes"]),
+        mb(&out["availableMemoryBytes"]),
+        if memory.simulated { " (simulated)" } else { "" }
+    )?;
+    writeln!(o, "backend           {backend}, {threads} threads")?;
+    if let Some(n) = &backend_notice {
+        writeln!(o, "                  {n}")?;
+    }
+    writeln!(
+        o,
+        "thermal           {thermal_state} ({})",
+        source.describe()
+    )?;
+    let m = &out["model"];
+    writeln!(o, "model             {}", config.model_path.display())?;
+    if let Some(e) = m.get("estimate") {
+        writeln!(
+            o,
+            "estimate          {} at {context} tokens (weights {}, KV cache {}, RoPE {}, compute {}, runtime {})",
+            mb(&e["totalBytes"]),
+            mb(&e["weightsBytes"]),
+            mb(&e["kvCacheBytes"]),
+            mb(&e["ropeBytes"]),
+            mb(&e["computeBytes"]),
+            mb(&e["runtimeBytes"])
+        )?;
+    }
+    match (m["recommendedContext"].as_u64(), m["problem"].as_str()) {
+        (Some(c), _) => writeln!(o, "recommended       context {c} tokens")?,
+        (None, Some(p)) => writeln!(o, "recommended       {p}")?,
+        _ => {}
+    }
+    writeln!(o, "Gemma sizes at {context} tokens of context:")?;
+    for s in &sizes {
+        let verdict = match (s["fits"].as_bool(), s["largestContext"].as_u64()) {
+            (Some(true), _) => "fits".to_string(),
+            (_, Some(c)) => format!("fits with a context of {c}"),
+            _ => "does not fit".to_string(),
+        };
+        writeln!(
+            o,
+            "  {:<24} needs {:>8}  {verdict}",
+            s["name"].as_str().unwrap_or("?"),
+            mb(&s["estimate"]["totalBytes"])
+        )?;
+    }
+    Ok(())
+}
