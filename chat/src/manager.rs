@@ -119,7 +119,7 @@ impl ConversationManager {
     }
 
     /// What this engine's snapshots are tied to: the model's sha256 and the format version.
-    fn snapshot_key(&mut self) -> Result<SnapshotKey> {
+    pub fn snapshot_key(&mut self) -> Result<SnapshotKey> {
         if let Some(k) = &self.snapshot_key {
             return Ok(k.clone());
         }
@@ -187,7 +187,7 @@ impl ConversationManager {
             .encode(&engine::tokenizer::render_chat(&history, false), true)?
             .len();
         // the engine prefills this while nothing else is asked of it; a send reuses it
-        self.engine.set_draft(history, String::new())?;
+        self.engine.prefill_history(history)?;
         Ok(Resume::Reprefill { tokens })
     }
 

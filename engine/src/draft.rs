@@ -44,6 +44,20 @@ impl Engine {
         draft: &str,
         stale: &dyn Fn() -> bool,
     ) -> Result<DraftOutcome> {
+        self.prefill_draft_in_chunks(session, history, draft, self.draft_chunk(), stale)
+    }
+
+    /// [`Self::prefill_draft`] with another chunk size: a conversation being resumed has a
+    /// whole history to prefill, where small typing-sized chunks would waste throughput.
+    pub fn prefill_draft_in_chunks(
+        &self,
+        session: &mut Session,
+        history: &[ChatMessage],
+        draft: &str,
+        chunk: usize,
+        stale: &dyn Fn() -> bool,
+    ) -> Result<DraftOutcome> {
+        let chunk = chunk.max(1);
         let ids = self
             .tokenizer()
             .encode(&render_open_user_turn(history, draft), true)?;
@@ -58,7 +72,7 @@ impl Engine {
         session.truncate(self.model(), common_prefix(session.tokens(), &ids))?;
         let reused = session.len();
         let rest = &ids[reused..];
-        let prefilled = session.prefill_until(self.model(), rest, self.draft_chunk(), stale)?;
+        let prefilled = session.prefill_until(self.model(), rest, chunk, stale)?;
         if prefilled == rest.len() {
             // Speculatively also prefill what `send` will add — the end of the user's turn and
             // the start of the model's — so that on send the prompt is entirely cached and the
@@ -68,12 +82,7 @@ impl Engine {
             sent.push(ChatMessage::user(draft.to_string()));
             let full = self.tokenizer().encode(&render_chat(&sent, true), true)?;
             if full.len() < session.context() && full.starts_with(&ids) {
-                session.prefill_until(
-                    self.model(),
-                    &full[ids.len()..],
-                    self.draft_chunk(),
-                    stale,
-                )?;
+                session.prefill_until(self.model(), &full[ids.len()..], chunk, stale)?;
             }
         }
         Ok(DraftOutcome {
@@ -91,6 +100,9 @@ pub(crate) struct Draft {
     pub history: Vec<ChatMessage>,
     pub text: String,
     pub generation: u64,
+    /// Prefill in the engine's full prefill chunks (a conversation being resumed) rather than
+    /// its small draft chunks (typing).
+    pub full_chunks: bool,
 }
 
 /// The latest draft, shared by the handles and the engine thread.
@@ -111,7 +123,7 @@ impl DraftSlot {
 
     /// Store a newer draft. Returns whether the engine needs a wake-up message: not when one
     /// is already queued, since the engine reads the slot only when it handles it.
-    pub fn put(&self, history: Vec<ChatMessage>, text: String) -> bool {
+    pub fn put(&self, history: Vec<ChatMessage>, text: String, full_chunks: bool) -> bool {
         {
             let mut latest = self.latest();
             let generation = self.generation.fetch_add(1, Ordering::SeqCst) + 1;
@@ -119,6 +131,7 @@ impl DraftSlot {
                 history,
                 text,
                 generation,
+                full_chunks,
             });
         }
         !self.wake_pending.swap(true, Ordering::SeqCst)
@@ -151,7 +164,7 @@ mod tests {
     fn a_burst_of_drafts_wakes_once_and_keeps_the_last() {
         let slot = DraftSlot::default();
         let wakes = (0..20)
-            .filter(|i| slot.put(vec![], format!("draft {i}")))
+            .filter(|i| slot.put(vec![], format!("draft {i}"), false))
             .count();
         assert_eq!(wakes, 1);
         let d = slot.take().expect("a draft");
@@ -159,16 +172,16 @@ mod tests {
         assert!(!slot.is_stale(d.generation));
         assert!(slot.take().is_none());
         // after the engine took it, the next keystroke wakes it again and makes it stale
-        assert!(slot.put(vec![], "draft 20".into()));
+        assert!(slot.put(vec![], "draft 20".into(), false));
         assert!(slot.is_stale(d.generation));
     }
 
     #[test]
     fn supersede_drops_the_waiting_draft_and_stales_the_running_one() {
         let slot = DraftSlot::default();
-        slot.put(vec![], "a".into());
+        slot.put(vec![], "a".into(), false);
         let running = slot.take().expect("a draft");
-        slot.put(vec![], "b".into());
+        slot.put(vec![], "b".into(), false);
         slot.supersede();
         assert!(slot.is_stale(running.generation));
         assert!(slot.take().is_none());

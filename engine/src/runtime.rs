@@ -285,7 +285,19 @@ impl EngineHandle {
     /// `draft` into the session. Returns at once and never queues work: only the latest draft
     /// is prefilled, and one arriving mid-prefill supersedes the older at its next chunk.
     pub fn set_draft(&self, history: Vec<ChatMessage>, draft: String) -> Result<()> {
-        if self.drafts.put(history, draft) {
+        if self.drafts.put(history, draft, false) {
+            self.tx
+                .send(Request::Draft)
+                .map_err(|_| Error::EngineStopped)?;
+        }
+        Ok(())
+    }
+
+    /// Prefill a conversation being opened (`history` and an empty user turn) in the
+    /// background, in full prefill chunks. Like a draft it never queues work and is dropped
+    /// at its next chunk by a draft, a send or a restore; what it prefilled stays cached.
+    pub fn prefill_history(&self, history: Vec<ChatMessage>) -> Result<()> {
+        if self.drafts.put(history, String::new(), true) {
             self.tx
                 .send(Request::Draft)
                 .map_err(|_| Error::EngineStopped)?;
@@ -421,7 +433,12 @@ fn prefill_drafts(engine: &Engine, session: &mut Session, drafts: &DraftSlot) {
     while let Some(draft) = drafts.take() {
         let _span = tracing::debug_span!("draft", generation = draft.generation).entered();
         let stale = || drafts.is_stale(draft.generation);
-        match engine.prefill_draft(session, &draft.history, &draft.text, &stale) {
+        let chunk = if draft.full_chunks {
+            engine.session_config().prefill_chunk
+        } else {
+            engine.draft_chunk()
+        };
+        match engine.prefill_draft_in_chunks(session, &draft.history, &draft.text, chunk, &stale) {
             Ok(outcome) => tracing::debug!(?outcome, "draft prefilled"),
             // Nobody waits on a draft: the send that follows reports any real problem.
             Err(e) => tracing::warn!(error = %e, "draft prefill failed"),

@@ -76,3 +76,14 @@ pub fn reference() -> Reference {
     let text = std::fs::read_to_string(path).expect("reference file");
     serde_json::from_str(&text).expect("reference JSON")
 }
+
+/// An engine on its own thread (the app's and the CLI's shape), without warm-up.
+pub fn spawn_engine(context: usize) -> engine::EngineHandle {
+    engine::EngineHandle::spawn(EngineConfig {
+        model_path: model_path(),
+        context,
+        warm_up: false,
+        ..EngineConfig::default()
+    })
+    .expect("the default model loads")
+}
