@@ -218,16 +218,8 @@ fn is_corruption(e: &rusqlite::Error) -> bool {
 
 /// Rename the database (and its WAL and shared-memory files) to `NAME.corrupt-TIMESTAMP`.
 fn move_aside(path: &Path) -> Result<PathBuf> {
-    let t = time::OffsetDateTime::now_utc();
-    let stamp = format!(
-        "{:04}{:02}{:02}T{:02}{:02}{:02}Z",
-        t.year(),
-        u8::from(t.month()),
-        t.day(),
-        t.hour(),
-        t.minute(),
-        t.second()
-    );
+    // 20261130T031000Z: sortable and valid in file names everywhere
+    let stamp = crate::types::rfc3339(now_ms()).replace([':', '-'], "");
     let name = path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
