@@ -243,6 +243,10 @@ impl ConversationManager {
         let mut reply =
             ReplyRecorder::begin(&self.store, &id)?.with_interval(self.config.checkpoint_interval);
         let outcome = self.stream(&handle, &mut reply, cancel, on_event);
+        if outcome.is_err() {
+            // e.g. the disk filled up mid-reply: stop generating what cannot be saved
+            handle.cancel();
+        }
         match outcome {
             Ok(generation) => {
                 let status = match generation.stop_reason {

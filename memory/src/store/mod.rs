@@ -250,3 +250,44 @@ fn move_aside(path: &Path) -> Result<PathBuf> {
 pub(crate) use conversations::insert_conversation;
 pub(crate) use messages::insert_message;
 pub(crate) use summaries::insert_summary;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::types::{NewMessage, Role};
+
+    /// A full disk, simulated by capping the database's page count (SQLite then fails writes
+    /// with SQLITE_FULL, as on a full disk): a clear error, and nothing committed is lost.
+    #[test]
+    fn a_full_disk_is_a_clear_error_and_loses_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path().join("c.db")).unwrap().store;
+        let c = store
+            .create_conversation("full", None, &serde_json::json!({}))
+            .unwrap();
+        store
+            .append_message(&c.id, &NewMessage::complete(Role::User, "kept", None))
+            .unwrap();
+        let pages: i64 = store
+            .conn
+            .query_row("PRAGMA page_count", [], |r| r.get(0))
+            .unwrap();
+        store
+            .conn
+            .pragma_update(None, "max_page_count", pages + 2)
+            .unwrap();
+        let big = "x".repeat(64 * 1024);
+        let err = (0..100)
+            .find_map(|_| {
+                store
+                    .append_message(&c.id, &NewMessage::complete(Role::User, big.clone(), None))
+                    .err()
+            })
+            .expect("the database filled up");
+        assert_eq!(err.code(), "disk_full", "{err}");
+        assert!(err.to_string().contains("nothing already saved was lost"));
+        let messages = store.messages(&c.id).unwrap();
+        assert_eq!(messages[0].text, "kept");
+        assert_eq!(store.integrity_check().unwrap(), "ok");
+    }
+}
