@@ -13,9 +13,9 @@
 //! arch       u32 length + UTF-8       "gemma3"
 //! n_layer, n_kv_head, head_dim, sliding_window (0: none)    u32 each
 //! sliding    n_layer bytes, 1 where the layer slides
-//! dtype      u32                      1: f32
+//! dtype      u32                      the cache's element type: 1 f32 (GPUs), 2 f16 (CPU)
 //! tokens     u32 count + count × u32
-//! per layer  u32 first, u32 count, K then V as [n_kv_head, count, head_dim] f32
+//! per layer  u32 first, u32 count, K then V as [n_kv_head, count, head_dim] of dtype
 //! checksum   [u8; 32]                 sha256 of every byte before it
 //! ```
 //!
@@ -34,9 +34,17 @@ use crate::session::Session;
 
 pub const MAGIC: [u8; 5] = *b"CMPKV";
 /// Raised whenever the layout above changes; older streams are refused, not guessed at.
-pub const FORMAT_VERSION: u32 = 1;
-/// The K/V element type tag: f32, little-endian.
+/// Version 2: K/V in the cache's own element type (f16 on the CPU: half the bytes of
+/// version 1's f32, and exact, since the values were f16 to begin with).
+pub const FORMAT_VERSION: u32 = 2;
+/// K/V element type tags, little-endian.
 pub const DTYPE_F32: u32 = 1;
+pub const DTYPE_F16: u32 = 2;
+
+/// Bytes of one K/V element of a dtype tag.
+fn dtype_bytes(dtype: u32) -> usize {
+    if dtype == DTYPE_F16 { 2 } else { 4 }
+}
 
 const CHECKSUM_LEN: usize = 32;
 
@@ -213,7 +221,10 @@ impl Engine {
             head_dim: c.head_dim as u32,
             sliding_window: c.sliding_window.unwrap_or(0) as u32,
             sliding: (0..c.n_layer).map(|il| c.is_sliding(il)).collect(),
-            dtype: DTYPE_F32,
+            dtype: match crate::kv_cache::element_bytes(self.model.device()) {
+                2 => DTYPE_F16,
+                _ => DTYPE_F32,
+            },
         })
     }
 
@@ -232,9 +243,13 @@ impl Engine {
             let (k, v) = cache.read_positions(layer, range.clone())?;
             put_u32(&mut body, range.start as u32);
             put_u32(&mut body, range.len() as u32);
-            body.reserve(2 * k.len() * 4);
-            for x in k.iter().chain(&v) {
-                body.extend_from_slice(&x.to_le_bytes());
+            body.reserve(2 * k.len() * dtype_bytes(header.dtype));
+            for &x in k.iter().chain(&v) {
+                if header.dtype == DTYPE_F16 {
+                    body.extend_from_slice(&half::f16::from_f32(x).to_le_bytes());
+                } else {
+                    body.extend_from_slice(&x.to_le_bytes());
+                }
             }
         }
         Ok(seal(&body))
@@ -256,7 +271,8 @@ impl Engine {
         let mut r = Reader {
             bytes: unseal(bytes)?,
         };
-        SnapshotHeader::decode(&mut r)?.check(&self.snapshot_header()?)?;
+        let header = SnapshotHeader::decode(&mut r)?;
+        header.check(&self.snapshot_header()?)?;
 
         let len = r.u32("token count")? as usize;
         if len > session.context() {
@@ -299,7 +315,7 @@ impl Engine {
             if sliding {
                 sliding_from = Some(first);
             }
-            let n = n_kv * count * d * 4;
+            let n = n_kv * count * d * dtype_bytes(header.dtype);
             let k = r.bytes(n, "layer K")?;
             let v = r.bytes(n, "layer V")?;
             layers.push(LayerData { first, k, v });
@@ -311,7 +327,8 @@ impl Engine {
             )));
         }
         for (layer, data) in layers.iter().enumerate() {
-            cache.write_slices(layer, data.first, &f32s(data.k), &f32s(data.v))?;
+            let (k, v) = (to_f32(data.k, header.dtype), to_f32(data.v, header.dtype));
+            cache.write_slices(layer, data.first, &k, &v)?;
         }
         cache.finish_restore(len, sliding_from.unwrap_or(len));
         *session_tokens = tokens;
@@ -368,7 +385,13 @@ fn put_u32(out: &mut Vec<u8>, x: u32) {
     out.extend_from_slice(&x.to_le_bytes());
 }
 
-fn f32s(bytes: &[u8]) -> Vec<f32> {
+fn to_f32(bytes: &[u8], dtype: u32) -> Vec<f32> {
+    if dtype == DTYPE_F16 {
+        return bytes
+            .chunks_exact(2)
+            .map(|b| half::f16::from_le_bytes([b[0], b[1]]).to_f32())
+            .collect();
+    }
     bytes
         .chunks_exact(4)
         .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
@@ -386,6 +409,7 @@ fn flags(sliding: &[bool]) -> String {
 fn dtype_name(tag: u32) -> String {
     match tag {
         DTYPE_F32 => "f32".into(),
+        DTYPE_F16 => "f16".into(),
         other => format!("unknown type {other}"),
     }
 }
@@ -417,7 +441,7 @@ mod tests {
     fn header_round_trips_through_a_sealed_stream() {
         let bytes = sealed(&header());
         assert_eq!(&bytes[..5], b"CMPKV");
-        assert_eq!(&bytes[5..9], &1u32.to_le_bytes());
+        assert_eq!(&bytes[5..9], &FORMAT_VERSION.to_le_bytes());
         let mut r = Reader {
             bytes: unseal(&bytes).unwrap(),
         };
@@ -449,7 +473,7 @@ mod tests {
         h.sliding = vec![true, false, false];
         cases.push(("sliding layers", h));
         let mut h = header();
-        h.dtype = 2;
+        h.dtype = DTYPE_F16;
         cases.push(("dtype", h));
         for (want, h) in cases {
             match h.check(&header()) {
@@ -465,7 +489,7 @@ mod tests {
         let mut flipped = good.clone();
         flipped[20] ^= 0x10;
         let mut version = good.clone();
-        version[5] = 2;
+        version[5] = FORMAT_VERSION as u8 + 1;
         let cases: Vec<(Vec<u8>, &str)> = vec![
             (good[..good.len() - 1].to_vec(), "snapshot_corrupt"),
             (good[..7].to_vec(), "snapshot_corrupt"),

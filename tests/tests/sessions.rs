@@ -247,7 +247,11 @@ fn foreign_damaged_or_other_version_snapshots_are_refused_and_leave_the_session_
         ),
         ("other layer count", altered(51, 26, true), "n_layer"),
         ("other KV heads", altered(55, 4, true), "n_kv_head"),
-        ("format version 2", altered(5, 2, false), "format version"),
+        (
+            "another format version",
+            altered(5, engine::snapshot::FORMAT_VERSION as u8 + 1, false),
+            "format version",
+        ),
         ("truncated", good[..good.len() - 100].to_vec(), "corrupt"),
         (
             "bit flip in K/V",
