@@ -21,7 +21,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use documents::Extracted;
-use engine::{ChatMessage, EngineHandle, GenerateParams, Prompt, SamplingParams, StopReason};
+use engine::{ChatMessage, EngineHandle, Prompt, StopReason};
 use memory::{ChunkSummary, DocumentKey, DocumentRecord, Store};
 use serde::Serialize;
 
@@ -174,34 +174,30 @@ impl DocumentJob<'_> {
         if self.params.force {
             self.store.reset_document(record.id)?;
         }
-        let chunks = documents::split(&extracted.text, budget, count)?;
-        let input_tokens = chunks.iter().map(|c| c.tokens).sum();
-        let finish = |summary: String,
-                      record: DocumentRecord,
-                      levels,
-                      reused,
-                      from_store,
-                      chunk_summaries| DocumentSummary {
-            summary,
-            document: record,
-            format: extracted.format.name(),
-            encoding: extracted.encoding,
-            chunks: chunks.len(),
-            levels,
-            input_tokens,
-            reused,
-            from_store,
-            seconds: started.elapsed().as_secs_f64(),
-            chunk_summaries,
-        };
+        // a finished document is answered before any tokenizing: that is the point of storing it
         if !self.params.force
             && let Some(done) = self.store.finished_document(&key)?
         {
             let stored = self.store.chunk_summaries(done.id)?;
-            let levels = stored.iter().map(|c| c.level + 1).max().unwrap_or(1);
-            let summary = done.summary.clone().unwrap_or_default();
-            return Ok(finish(summary, done, levels, stored.len(), true, stored));
+            return Ok(DocumentSummary {
+                summary: done.summary.clone().unwrap_or_default(),
+                format: extracted.format.name(),
+                encoding: extracted.encoding,
+                chunks: done.chunk_count.unwrap_or(0),
+                levels: stored.iter().map(|c| c.level + 1).max().unwrap_or(1),
+                input_tokens: stored
+                    .iter()
+                    .filter(|c| c.level == 0)
+                    .map(|c| c.input_tokens)
+                    .sum(),
+                reused: stored.len(),
+                from_store: true,
+                seconds: started.elapsed().as_secs_f64(),
+                chunk_summaries: stored,
+                document: done,
+            });
         }
+        let chunks = documents::split(&extracted.text, budget, count)?;
         self.store
             .set_document_chunk_count(record.id, chunks.len())?;
         record.chunk_count = Some(chunks.len());
@@ -271,19 +267,21 @@ impl DocumentJob<'_> {
         }
         let summary = level.pop().unwrap_or_default();
         self.store.finish_document(run.record.id, &summary)?;
-        let record = self
-            .store
-            .find_document(&key)?
-            .unwrap_or(run.record.clone());
-        let chunk_summaries = self.store.chunk_summaries(record.id)?;
-        Ok(finish(
+        let document = self.store.find_document(&key)?.unwrap_or(run.record);
+        let chunk_summaries = self.store.chunk_summaries(document.id)?;
+        Ok(DocumentSummary {
             summary,
-            record,
-            depth + 1,
-            run.progress.reused,
-            false,
+            document,
+            format: extracted.format.name(),
+            encoding: extracted.encoding,
+            chunks: chunks.len(),
+            levels: depth + 1,
+            input_tokens: chunks.iter().map(|c| c.tokens).sum(),
+            reused: run.progress.reused,
+            from_store: false,
+            seconds: started.elapsed().as_secs_f64(),
             chunk_summaries,
-        ))
+        })
     }
 }
 
@@ -308,15 +306,7 @@ impl<F: FnMut(&JobProgress)> Run<'_, F> {
         let Some(summary) = summarize(self.job, instruction, text)? else {
             return Err(self.cancelled());
         };
-        self.job.store.put_chunk_summary(
-            self.record.id,
-            &ChunkSummary {
-                level,
-                idx,
-                input_tokens,
-                summary: summary.clone(),
-            },
-        )?;
+        self.save(level, idx, input_tokens, &summary)?;
         self.computed += 1;
         self.computed_seconds += began.elapsed().as_secs_f64();
         self.advance();
@@ -331,18 +321,21 @@ impl<F: FnMut(&JobProgress)> Run<'_, F> {
         input_tokens: usize,
     ) -> Result<String> {
         if self.stored(level, idx).is_none() {
-            self.job.store.put_chunk_summary(
-                self.record.id,
-                &ChunkSummary {
-                    level,
-                    idx,
-                    input_tokens,
-                    summary: summary.to_string(),
-                },
-            )?;
+            self.save(level, idx, input_tokens, summary)?;
         }
         self.advance();
         Ok(summary.to_string())
+    }
+
+    /// Commit one summary at once: a crash after this point does not lose it.
+    fn save(&self, level: usize, idx: usize, input_tokens: usize, summary: &str) -> Result<()> {
+        let chunk = ChunkSummary {
+            level,
+            idx,
+            input_tokens,
+            summary: summary.to_string(),
+        };
+        Ok(self.job.store.put_chunk_summary(self.record.id, &chunk)?)
     }
 
     fn stored(&self, level: usize, idx: usize) -> Option<String> {
@@ -410,16 +403,7 @@ fn summarize(job: &DocumentJob<'_>, instruction: &str, text: &str) -> Result<Opt
             context: job.params.context,
         });
     }
-    let params = GenerateParams {
-        max_tokens: job.params.summary_tokens,
-        sampling: SamplingParams {
-            temperature: 0.0,
-            repetition_penalty: 1.15,
-            ..SamplingParams::default()
-        },
-        stop_strings: Vec::new(),
-        ignore_eos: false,
-    };
+    let params = crate::summarizer::summary_params(job.params.summary_tokens);
     let handle = job.engine.generate(Prompt::Ids(ids), params)?;
     let stop = handle.cancel.clone();
     // text arrives once per decoded token: the job's flag reaches the engine within a step
