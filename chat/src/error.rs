@@ -1,5 +1,5 @@
-//! Errors of a conversation turn: the engine's, the store's, and a message too long for the
-//! context. Each has a stable code for the IPC edge.
+//! Errors of a conversation turn or a document job: the engine's, the store's, the document's,
+//! a message too long for the context, a cancelled job. Each has a stable code for the IPC edge.
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -13,6 +13,19 @@ pub enum Error {
     MessageTooLong { tokens: usize, context: usize },
     #[error("no conversation is open")]
     NoConversation,
+    #[error(transparent)]
+    Document(#[from] documents::Error),
+    #[error(
+        "a {context}-token context is too small to summarize with {summary_tokens}-token summaries; use a larger context or shorter summaries"
+    )]
+    ContextTooSmall {
+        context: usize,
+        summary_tokens: usize,
+    },
+    #[error(
+        "cancelled after {done} of {total} summaries; they are kept, and the same job resumes from there"
+    )]
+    Cancelled { done: usize, total: usize },
 }
 
 impl Error {
@@ -22,6 +35,9 @@ impl Error {
             Error::Memory(e) => e.code(),
             Error::MessageTooLong { .. } => "message_too_long",
             Error::NoConversation => "no_conversation",
+            Error::Document(e) => e.code(),
+            Error::ContextTooSmall { .. } => "context_too_small",
+            Error::Cancelled { .. } => "cancelled",
         }
     }
 }

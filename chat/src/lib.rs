@@ -4,13 +4,16 @@
 //! - [`ConversationManager`]: open (snapshot or re-prefill), send a turn (summarize, stream
 //!   with checkpoints, commit), switch and close (snapshot);
 //! - [`EngineSummarizer`]: memory's `Summarizer` written with the engine;
+//! - [`documents`]: summarizing a document far longer than the context, as a resumable job;
 //! - [`prompt`]: how summaries and messages become the engine's chat prompt.
 
+pub mod documents;
 pub mod error;
 pub mod manager;
 pub mod prompt;
 pub mod summarizer;
 
+pub use documents::{DocumentJob, DocumentParams, DocumentSummary, JobProgress};
 pub use error::{Error, Result};
 pub use manager::{ConversationManager, ManagerConfig, Resume, Turn, TurnEvent};
 pub use summarizer::EngineSummarizer;

@@ -7,6 +7,21 @@ use memory::{Role, Summarizer, SummaryRequest, SummaryText};
 
 const INSTRUCTION: &str = "Summarize the conversation below in a few short sentences. Keep names, numbers, decisions and open questions. Write only the summary.";
 
+/// Greedy, so the same input gives the same summary (what lets a resumed document job equal
+/// an uninterrupted one), with a repetition penalty, because the small model otherwise loops.
+pub(crate) fn summary_params(max_tokens: usize) -> GenerateParams {
+    GenerateParams {
+        max_tokens,
+        sampling: SamplingParams {
+            temperature: 0.0,
+            repetition_penalty: 1.15,
+            ..SamplingParams::default()
+        },
+        stop_strings: Vec::new(),
+        ignore_eos: false,
+    }
+}
+
 pub struct EngineSummarizer<'a> {
     pub engine: &'a EngineHandle,
     /// Tokens the summarization prompt may use (the context less the summary's room).
@@ -73,16 +88,7 @@ impl Summarizer for EngineSummarizer<'_> {
             // about 3 characters a token; shrink until it fits
             max_chars = (budget * 3).min(max_chars.saturating_sub(max_chars / 4).max(64));
         };
-        let params = GenerateParams {
-            max_tokens: request.max_tokens,
-            sampling: SamplingParams {
-                temperature: 0.0,
-                repetition_penalty: 1.15,
-                ..SamplingParams::default()
-            },
-            stop_strings: Vec::new(),
-            ignore_eos: false,
-        };
+        let params = summary_params(request.max_tokens);
         let generation = self
             .engine
             .generate(Prompt::Ids(ids), params)?

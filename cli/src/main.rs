@@ -30,6 +30,8 @@ enum Command {
     Conversations(commands::conversations::Args),
     /// What this device can run: memory, backend, thermal state, and which models fit.
     Doctor(commands::doctor::Args),
+    /// Summarize a document (.txt, .md, .html, .pdf) of any length; resumable, saved.
+    Summarize(commands::summarize::Args),
     /// Measure load, first token, prefill, decode, memory and the typing scenario.
     Bench(commands::bench::Args),
 }
@@ -57,6 +59,7 @@ fn main() -> ExitCode {
         Command::Generate(a) => commands::generate::run(a),
         Command::Chat(a) => commands::chat::run(a),
         Command::Conversations(a) => commands::conversations::run(a),
+        Command::Summarize(a) => commands::summarize::run(a),
         Command::Bench(a) => commands::bench::run(a),
         Command::Doctor(a) => commands::doctor::run(a),
     };

@@ -3,7 +3,8 @@
 //! and the [`Summarizer`] trait, KV snapshots are opaque bytes.
 //!
 //! - [`store`]: the database (pragmas, schema upgrades by `PRAGMA user_version`, recovery of a
-//!   corrupt file), conversations, messages, summaries, KV snapshot files;
+//!   corrupt file), conversations, messages, summaries, KV snapshot files, documents and
+//!   their chunk summaries;
 //! - [`policy`] and [`compaction`]: the L2 tier — when to summarize what;
 //! - [`reply`]: checkpointing a reply while it streams;
 //! - [`search`]: full-text search (English and CJK); [`export`]: Markdown and JSON.
@@ -24,6 +25,9 @@ pub use export::ConversationExport;
 pub use policy::PolicyConfig;
 pub use reply::ReplyRecorder;
 pub use search::SearchHit;
-pub use store::{Opened, Recovery, Store, StoreConfig, default_database_path};
+pub use store::{
+    ChunkSummary, DocumentKey, DocumentRecord, Opened, Recovery, Store, StoreConfig,
+    default_database_path,
+};
 pub use summarizer::{Summarizer, SummaryRequest, SummaryText};
 pub use types::*;

@@ -34,6 +34,11 @@ pub struct MessageId(pub i64);
 #[serde(transparent)]
 pub struct SummaryId(pub i64);
 
+/// A summarized (or being summarized) document's row id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct DocumentId(pub i64);
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Role {

@@ -4,6 +4,7 @@ pub mod conversations;
 pub mod doctor;
 pub mod generate;
 pub mod score;
+pub mod summarize;
 pub mod tokenize;
 
 /// Peak resident set size of this process (Linux `VmHWM`), if known.

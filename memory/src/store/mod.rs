@@ -4,6 +4,7 @@
 //! started. KV snapshots are files in a folder beside the database (see `snapshots.rs`).
 
 mod conversations;
+mod documents;
 mod messages;
 pub mod schema;
 mod snapshots;
@@ -248,6 +249,7 @@ fn move_aside(path: &Path) -> Result<PathBuf> {
 }
 
 pub(crate) use conversations::insert_conversation;
+pub use documents::{ChunkSummary, DocumentKey, DocumentRecord};
 pub(crate) use messages::insert_message;
 pub(crate) use summaries::insert_summary;
 

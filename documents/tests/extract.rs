@@ -1,0 +1,123 @@
+//! Extraction of the shipped fixtures (tests/fixtures/documents) and of the inputs that must be
+//! refused, each with its own error.
+
+use std::path::{Path, PathBuf};
+
+use documents::{Error, Format, extract, extract_bytes};
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/fixtures/documents")
+        .join(name)
+}
+
+#[test]
+fn a_pdf_gives_its_text_layer_in_reading_order() {
+    let doc = extract(&fixture("lighthouse.pdf")).unwrap();
+    assert_eq!(doc.format, Format::Pdf);
+    let harbour = doc.text.find("The Harbour Light").expect("page 1");
+    let museum = doc.text.find("small museum").expect("page 2");
+    assert!(harbour < museum);
+    assert!(doc.text.contains("Margaret Ann"), "{}", doc.text);
+    assert_eq!(doc.sha256.len(), 64);
+}
+
+#[test]
+fn a_gb18030_chinese_text_is_decoded() {
+    let doc = extract(&fixture("longjing-gb18030.txt")).unwrap();
+    // chardetng names the family GBK; encoding_rs decodes GB18030 through it
+    assert_eq!(doc.encoding, Some("GBK"));
+    assert!(doc.text.starts_with("西湖龙井茶的故事"), "{}", doc.text);
+    assert!(doc.text.contains("乾隆皇帝六次南巡"));
+}
+
+#[test]
+fn html_loses_scripts_styles_and_tags_and_keeps_entities_decoded() {
+    let doc = extract(&fixture("report.html")).unwrap();
+    assert_eq!(doc.format, Format::Html);
+    let t = &doc.text;
+    assert!(t.contains("Field notes & observations"), "{t}");
+    assert!(
+        t.contains("1.2\u{a0}m above its usual level — the highest"),
+        "{t}"
+    );
+    assert!(
+        t.contains("café by the landing stayed open <all night>"),
+        "{t}"
+    );
+    assert!(t.contains("84 mm"));
+    for hidden in ["DO-NOT-SHOW", "also hidden", "font-family", "<p>"] {
+        assert!(!t.contains(hidden), "{hidden} leaked into {t}");
+    }
+}
+
+#[test]
+fn utf16_and_utf8_bom_files_are_read() {
+    let text = "Größe: 十二 cm.\n\nZweiter Absatz.";
+    let mut le = vec![0xFF, 0xFE];
+    le.extend(text.encode_utf16().flat_map(|u| u.to_le_bytes()));
+    let doc = extract_bytes(Path::new("n.txt"), &le).unwrap();
+    assert_eq!((doc.text.as_str(), doc.encoding), (text, Some("UTF-16LE")));
+    let mut bom = b"\xEF\xBB\xBF".to_vec();
+    bom.extend(text.as_bytes());
+    assert_eq!(extract_bytes(Path::new("n.md"), &bom).unwrap().text, text);
+    // windows-1252 bytes of the Latin part (that code page has no CJK)
+    let latin1: Vec<u8> = text
+        .chars()
+        .filter(|c| (*c as u32) < 0x100)
+        .map(|c| c as u32 as u8)
+        .collect();
+    let doc = extract_bytes(Path::new("n.txt"), &latin1).unwrap();
+    assert!(doc.text.starts_with("Größe"), "{}", doc.text);
+}
+
+#[test]
+fn bad_inputs_get_their_own_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let empty = dir.path().join("empty.txt");
+    std::fs::write(&empty, b"").unwrap();
+    let err = extract(&empty).unwrap_err();
+    assert!(matches!(err, Error::Empty { .. }), "{err}");
+    assert!(err.to_string().ends_with("empty.txt is empty"), "{err}");
+
+    let blank = dir.path().join("blank.md");
+    std::fs::write(&blank, b" \n\n\t \r\n").unwrap();
+    assert!(matches!(extract(&blank).unwrap_err(), Error::NoText { .. }));
+
+    let binary = dir.path().join("photo.txt");
+    std::fs::write(&binary, b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00").unwrap();
+    let err = extract(&binary).unwrap_err();
+    assert!(matches!(err, Error::Binary { .. }), "{err}");
+    assert!(err.to_string().contains("binary file"), "{err}");
+
+    let err = extract(&fixture("scanned.pdf")).unwrap_err();
+    assert!(matches!(err, Error::NoText { .. }), "{err}");
+    assert!(err.to_string().contains("scanned"), "{err}");
+
+    let fake = dir.path().join("fake.pdf");
+    std::fs::write(&fake, b"this is not a pdf at all").unwrap();
+    let err = extract(&fake).unwrap_err();
+    assert!(matches!(err, Error::Pdf { .. }), "{err}");
+
+    let err = extract(&dir.path().join("missing.txt")).unwrap_err();
+    assert!(matches!(err, Error::Unreadable { .. }), "{err}");
+    assert!(matches!(
+        extract(dir.path()).unwrap_err(),
+        Error::Unreadable { .. }
+    ));
+}
+
+#[test]
+fn a_file_without_a_known_extension_is_sniffed() {
+    let html = b"<!doctype html><p>Hello &amp; welcome</p>";
+    let doc = extract_bytes(Path::new("page"), html).unwrap();
+    assert_eq!(
+        (doc.format, doc.text.as_str()),
+        (Format::Html, "Hello & welcome")
+    );
+    let pdf = std::fs::read(fixture("lighthouse.pdf")).unwrap();
+    assert_eq!(
+        extract_bytes(Path::new("download"), &pdf).unwrap().format,
+        Format::Pdf
+    );
+}
