@@ -223,7 +223,9 @@ fn decode_rate_holds_its_cap_and_full_speed_returns() {
         recovery <= allowed,
         "recovery took {recovery:.3} s, allowed {allowed:.3} s"
     );
-    assert!(g.stats.paced_seconds > 1.0, "{:?}", g.stats);
+    // ~0.6 s of waiting in 2 s at fair, less at serious (its half-size pool makes each step
+    // slower, so less of the interval is left to wait): pacing waited, and it was counted
+    assert!(g.stats.paced_seconds > 0.5, "{:?}", g.stats);
 }
 
 #[test]
