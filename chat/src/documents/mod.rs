@@ -34,7 +34,11 @@ const COMBINE_INSTRUCTION: &str = "The text above is a series of summaries of co
 
 /// Changes whenever the prompts or the way chunks are cut change: stored summaries made the
 /// old way are then not reused.
-const PROMPT_VERSION: u32 = 1;
+const PROMPT_VERSION: u32 = 2;
+
+/// The line between the text and the instruction. A small model that echoes its prompt
+/// reproduces it before repeating the instruction, so the summary stops there.
+const SEPARATOR: &str = "\n---";
 
 /// How often a paused job looks again at the thermal state.
 const PAUSE_POLL: Duration = Duration::from_millis(250);
@@ -403,7 +407,8 @@ fn summarize(job: &DocumentJob<'_>, instruction: &str, text: &str) -> Result<Opt
             context: job.params.context,
         });
     }
-    let params = crate::summarizer::summary_params(job.params.summary_tokens);
+    let mut params = crate::summarizer::summary_params(job.params.summary_tokens);
+    params.stop_strings.push(SEPARATOR.to_string());
     let handle = job.engine.generate(Prompt::Ids(ids), params)?;
     let stop = handle.cancel.clone();
     // text arrives once per decoded token: the job's flag reaches the engine within a step
@@ -428,7 +433,9 @@ fn summarize(job: &DocumentJob<'_>, instruction: &str, text: &str) -> Result<Opt
 
 /// The prompt's ids: one user turn, the text then the instruction.
 fn chat_ids(engine: &EngineHandle, instruction: &str, text: &str) -> Result<Vec<u32>> {
-    let messages = vec![ChatMessage::user(format!("{text}\n\n---\n{instruction}"))];
+    let messages = vec![ChatMessage::user(format!(
+        "{text}\n{SEPARATOR}\n{instruction}"
+    ))];
     Ok(Prompt::Chat(messages).to_ids(engine.tokenizer())?)
 }
 
