@@ -17,7 +17,7 @@ use memory::{
 use serde::Serialize;
 
 use crate::error::{Error, Result};
-use crate::prompt::{chat_messages, system_text};
+use crate::prompt::chat_messages;
 use crate::summarizer::EngineSummarizer;
 
 /// The title of a conversation until its first message names it.
@@ -310,12 +310,10 @@ impl ConversationManager {
 
     /// Summarize until the open conversation's prompt fits its high-water mark.
     pub fn compact(&mut self, id: &ConversationId) -> Result<memory::CompactionOutcome> {
-        let no_summaries = memory::PromptParts {
-            summaries: Vec::new(),
-            messages: Vec::new(),
-        };
-        let system_tokens = match system_text(self.config.system_prompt.as_deref(), &no_summaries) {
-            Some(s) => self.count_tokens(&s)?,
+        // the system prompt as `system_text` writes it when no summary is in force
+        let system_prompt = self.config.system_prompt.as_deref().map(str::trim);
+        let system_tokens = match system_prompt.filter(|s| !s.is_empty()) {
+            Some(s) => self.count_tokens(s)?,
             None => 0,
         } + 4; // <bos> and the summary header's line
         let mut summarizer = EngineSummarizer {
