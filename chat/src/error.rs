@@ -13,6 +13,10 @@ pub enum Error {
     MessageTooLong { tokens: usize, context: usize },
     #[error("no conversation is open")]
     NoConversation,
+    #[error("there is no message of yours to answer again in this conversation")]
+    NothingToRegenerate,
+    #[error("only your own messages in the open conversation can be edited")]
+    NotEditable,
     #[error(transparent)]
     Document(#[from] documents::Error),
     #[error(
@@ -35,6 +39,8 @@ impl Error {
             Error::Memory(e) => e.code(),
             Error::MessageTooLong { .. } => "message_too_long",
             Error::NoConversation => "no_conversation",
+            Error::NothingToRegenerate => "nothing_to_regenerate",
+            Error::NotEditable => "not_editable",
             Error::Document(e) => e.code(),
             Error::ContextTooSmall { .. } => "context_too_small",
             Error::Cancelled { .. } => "cancelled",

@@ -56,8 +56,13 @@ pub enum Resume {
     Empty,
 }
 
-/// What the caller of [`ConversationManager::send`] hears while the reply streams.
+/// What the caller of [`ConversationManager::send`] hears, in order: `User`, maybe
+/// `Summarizing`, then the reply's `Text` with `Thermal` and `Tick` among it.
 pub enum TurnEvent<'a> {
+    /// The user's message is committed (the app shows it with its position).
+    User(&'a Message),
+    /// Older turns are being summarized before the reply (it may take a few seconds).
+    Summarizing,
     /// A piece of the reply (whole UTF-8 characters).
     Text(&'a str),
     /// The thermal state changed and the engine changed its pace.
@@ -228,7 +233,15 @@ impl ConversationManager {
         if user.seq == 0 && self.store.conversation(&id)?.title == NEW_CONVERSATION_TITLE {
             self.store.rename_conversation(&id, &title_from(text))?;
         }
-        let (summaries_made, prompt_tokens) = match self.compact(&id) {
+        on_event(TurnEvent::User(&user));
+        let mut announced = false;
+        let mut on_summarize = || {
+            if !announced {
+                announced = true;
+                on_event(TurnEvent::Summarizing);
+            }
+        };
+        let (summaries_made, prompt_tokens) = match self.compact_with(&id, &mut on_summarize) {
             Ok(outcome) => (outcome.summaries_made, outcome.prompt_tokens),
             Err(e) => {
                 // the message cannot be answered: take it back rather than leave it unanswered
@@ -308,17 +321,68 @@ impl ConversationManager {
         }
     }
 
+    /// Answer the last user message again: its reply (and anything after) is dropped, then
+    /// the message is sent anew.
+    pub fn regenerate(
+        &mut self,
+        params: &GenerateParams,
+        cancel: &AtomicBool,
+        on_event: &mut dyn FnMut(TurnEvent<'_>),
+    ) -> Result<Turn> {
+        let id = self.open.clone().ok_or(Error::NoConversation)?;
+        let last_user = self
+            .store
+            .messages(&id)?
+            .into_iter()
+            .rev()
+            .find(|m| m.role == Role::User)
+            .ok_or(Error::NothingToRegenerate)?;
+        self.store.truncate_messages(&id, last_user.seq)?;
+        self.send(&last_user.text, params, cancel, on_event)
+    }
+
+    /// Replace the user message `message` of the open conversation with `text`, dropping
+    /// everything after it, and answer it.
+    pub fn edit(
+        &mut self,
+        message: memory::MessageId,
+        text: &str,
+        params: &GenerateParams,
+        cancel: &AtomicBool,
+        on_event: &mut dyn FnMut(TurnEvent<'_>),
+    ) -> Result<Turn> {
+        let id = self.open.clone().ok_or(Error::NoConversation)?;
+        let old = self.store.message(message)?;
+        if old.conversation_id != id || old.role != Role::User {
+            return Err(Error::NotEditable);
+        }
+        self.store.truncate_messages(&id, old.seq)?;
+        self.send(text, params, cancel, on_event)
+    }
+
     /// Summarize until the open conversation's prompt fits its high-water mark.
     pub fn compact(&mut self, id: &ConversationId) -> Result<memory::CompactionOutcome> {
+        self.compact_with(id, &mut || {})
+    }
+
+    /// [`Self::compact`], calling `on_summarize` before each summary is made.
+    fn compact_with(
+        &mut self,
+        id: &ConversationId,
+        on_summarize: &mut dyn FnMut(),
+    ) -> Result<memory::CompactionOutcome> {
         // the system prompt as `system_text` writes it when no summary is in force
         let system_prompt = self.config.system_prompt.as_deref().map(str::trim);
         let system_tokens = match system_prompt.filter(|s| !s.is_empty()) {
             Some(s) => self.count_tokens(s)?,
             None => 0,
         } + 4; // <bos> and the summary header's line
-        let mut summarizer = EngineSummarizer {
-            engine: &self.engine,
-            context: self.config.policy.context_tokens,
+        let mut summarizer = Announced {
+            inner: EngineSummarizer {
+                engine: &self.engine,
+                context: self.config.policy.context_tokens,
+            },
+            before: on_summarize,
         };
         let outcome =
             self.store
@@ -358,6 +422,22 @@ impl ConversationManager {
         self.save_snapshot()?;
         self.open = None;
         Ok(())
+    }
+}
+
+/// A summarizer that says when it starts each summary.
+struct Announced<'a, 'b> {
+    inner: EngineSummarizer<'a>,
+    before: &'b mut dyn FnMut(),
+}
+
+impl memory::Summarizer for Announced<'_, '_> {
+    fn summarize(
+        &mut self,
+        request: &memory::SummaryRequest,
+    ) -> Result<memory::SummaryText, Box<dyn std::error::Error + Send + Sync>> {
+        (self.before)();
+        self.inner.summarize(request)
     }
 }
 

@@ -143,6 +143,8 @@ pub fn run(args: Args) -> Result<()> {
                 let _ = stdout.write_all(piece.as_bytes());
                 let _ = stdout.flush();
             }
+            TurnEvent::User(_) => {}
+            TurnEvent::Summarizing => eprint!("(summarizing older turns…) "),
             TurnEvent::Thermal(n) => {
                 paused = n.rate_percent == 0;
                 eprintln!("\n[thermal: {}] {}", n.state, n.message);

@@ -1,0 +1,423 @@
+// The chat of the open conversation: the message list (#messages), the composer (#composer,
+// #send, #stop) and the replies streaming into it (send, regenerate, edit, stop). Owns which
+// conversation is open on this side and the draft prefill (`set_draft`, debounced).
+import type { Channel } from "@tauri-apps/api/core";
+import { call, channel, errorCode, errorMessage } from "./api";
+import { showError } from "./banner";
+import {
+  applyChatEvent,
+  beginReply,
+  chatWithMessages,
+  emptyChat,
+  regenerableSeq,
+  type ChatState,
+} from "./chat-stream";
+import { handleCodeCopy } from "./clipboard";
+import { debounce } from "./debounce";
+import { required } from "./dom";
+import { renderMarkdown } from "./markdown";
+import { emptyChatNode, failureNode, messageNode, paintStreaming, streamingNode } from "./message-view";
+import type { ChatEvent, ConversationItem, MessageView, OpenedConversation, ThermalNotice } from "./types";
+
+export const DRAFT_DEBOUNCE_MS = 150;
+/** The streaming bubble is re-rendered at most this often. */
+export const STREAM_PAINT_MS = 50;
+const HIGHLIGHT_MS = 2000;
+
+export interface ChatHooks {
+  /** A conversation was opened or created (null: none is open any more). */
+  onConversation(item: ConversationItem | null): void;
+  /** A reply ended (done, stopped or failed): `reply` is the final message when there is one. */
+  onReplyFinished(reply: MessageView | null): void;
+  onThermal(notice: ThermalNotice): void;
+}
+
+export interface ChatView {
+  /** Opens a conversation; the open one is only opened again with `force` (e.g. after the
+   *  engine reloaded), since opening stops a running reply. */
+  open(id: string, force?: boolean): Promise<boolean>;
+  newConversation(): Promise<void>;
+  /** Nothing is open any more (the open conversation was deleted). */
+  clear(): void;
+  send(): Promise<void>;
+  stop(): Promise<void>;
+  isStreaming(): boolean;
+  currentId(): string | null;
+  /** Scrolls to the message with this seq and flashes it. */
+  highlight(seq: number): boolean;
+  focusComposer(): void;
+}
+
+interface Stream {
+  settled: boolean;
+  sawUser: boolean;
+}
+
+const raf: (cb: (now: number) => void) => void =
+  typeof requestAnimationFrame === "function"
+    ? (cb) => requestAnimationFrame(cb)
+    : (cb) => setTimeout(() => cb(performance.now()), 16);
+
+export function createChat(hooks: ChatHooks): ChatView {
+  const list = required("#messages");
+  const composer = required<HTMLTextAreaElement>("#composer");
+  const sendButton = required<HTMLButtonElement>("#send");
+  const stopButton = required<HTMLButtonElement>("#stop");
+
+  let state: ChatState = emptyChat;
+  let conversation: ConversationItem | null = null;
+  let stream: Stream | null = null;
+  let sending = false;
+  let openToken = 0;
+  let editing: { id: number; text: string } | null = null;
+  let paintPending = false;
+  let lastPaint = 0;
+  const htmlCache = new Map<number, { text: string; html: string }>();
+
+  const sendDraft = debounce((text: string) => {
+    if (!text.trim()) return;
+    call("set_draft", { text }).catch(() => {
+      // The draft is only a head start for the engine; a failure costs nothing.
+    });
+  }, DRAFT_DEBOUNCE_MS);
+
+  function html(message: MessageView): string {
+    const cached = htmlCache.get(message.id);
+    if (cached && cached.text === message.text) return cached.html;
+    const rendered = renderMarkdown(message.text);
+    htmlCache.set(message.id, { text: message.text, html: rendered });
+    return rendered;
+  }
+
+  function nearBottom(): boolean {
+    return list.scrollHeight - list.scrollTop - list.clientHeight < 80;
+  }
+
+  function scrollToBottom(): void {
+    list.scrollTop = list.scrollHeight;
+  }
+
+  function render(): void {
+    const regenerable = regenerableSeq(state);
+    const busy = stream !== null;
+    const nodes: Node[] = [];
+    if (!state.messages.length && !state.streaming && !state.failure) {
+      nodes.push(emptyChatNode(conversation !== null));
+    }
+    for (const message of state.messages) {
+      nodes.push(
+        messageNode(message, {
+          regenerable: message.seq === regenerable,
+          editText: editing?.id === message.id ? editing.text : null,
+          busy,
+          html,
+        }),
+      );
+    }
+    if (state.streaming) nodes.push(streamingNode(state.streaming));
+    if (state.failure) nodes.push(failureNode(state.failure, state.failure.canRetry && !busy));
+    const stick = nearBottom();
+    list.replaceChildren(...nodes);
+    if (stick) scrollToBottom();
+  }
+
+  function paintStream(): void {
+    const bubble = list.querySelector<HTMLElement>('.message[data-status="streaming"]');
+    if (!bubble || !state.streaming) return;
+    const stick = nearBottom();
+    paintStreaming(bubble, state.streaming);
+    if (stick) scrollToBottom();
+  }
+
+  function schedulePaint(): void {
+    if (paintPending) return;
+    paintPending = true;
+    const frame = (now: number) => {
+      if (now - lastPaint < STREAM_PAINT_MS) {
+        raf(frame);
+        return;
+      }
+      paintPending = false;
+      lastPaint = now;
+      paintStream();
+    };
+    raf(frame);
+  }
+
+  function setStreamingUi(on: boolean): void {
+    sendButton.hidden = on;
+    sendButton.disabled = on;
+    stopButton.hidden = !on;
+    stopButton.disabled = false;
+    document.body.classList.toggle("streaming", on);
+  }
+
+  function finish(s: Stream, reply: MessageView | null): void {
+    s.settled = true;
+    if (stream === s) stream = null;
+    setStreamingUi(false);
+    render();
+    hooks.onReplyFinished(reply);
+  }
+
+  function onEvent(s: Stream, event: ChatEvent): void {
+    if (s !== stream || s.settled) return;
+    state = applyChatEvent(state, event);
+    switch (event.event) {
+      case "user":
+        s.sawUser = true;
+        render();
+        scrollToBottom();
+        break;
+      case "summarizing":
+        paintStream();
+        break;
+      case "text":
+        schedulePaint();
+        break;
+      case "thermal":
+        hooks.onThermal(event.data);
+        break;
+      case "done":
+        finish(s, event.data);
+        break;
+      case "error":
+        finish(s, null);
+        break;
+    }
+  }
+
+  async function runStream(
+    start: (ch: Channel<ChatEvent>) => Promise<MessageView>,
+    restoreText: string | null,
+  ): Promise<void> {
+    const s: Stream = { settled: false, sawUser: false };
+    stream = s;
+    state = beginReply(state);
+    setStreamingUi(true);
+    render();
+    scrollToBottom();
+    try {
+      const reply = await start(channel<ChatEvent>((event) => onEvent(s, event)));
+      // The result can arrive before the last events: it is the same final message.
+      if (s === stream && !s.settled) {
+        state = applyChatEvent(state, { event: "done", data: reply });
+        finish(s, reply);
+      }
+    } catch (error) {
+      if (s === stream && !s.settled) {
+        if (!s.sawUser && restoreText && !composer.value.trim()) {
+          composer.value = restoreText;
+          resizeComposer();
+        }
+        state = applyChatEvent(state, {
+          event: "error",
+          data: { code: errorCode(error) ?? "error", message: errorMessage(error) },
+        });
+        finish(s, null);
+      }
+    }
+  }
+
+  /** Forget the running reply on this side (the backend stops it when switching). */
+  function detachStream(): void {
+    if (!stream) return;
+    stream.settled = true;
+    stream = null;
+    state = { ...state, streaming: null };
+    setStreamingUi(false);
+    render();
+  }
+
+  function load(opened: OpenedConversation): void {
+    conversation = opened.conversation;
+    state = chatWithMessages(opened.messages);
+    editing = null;
+    htmlCache.clear();
+    render();
+    scrollToBottom();
+    hooks.onConversation(conversation);
+  }
+
+  function resizeComposer(): void {
+    composer.style.height = "auto";
+    composer.style.height = `${Math.min(composer.scrollHeight, 240)}px`;
+  }
+
+  async function send(): Promise<void> {
+    const text = composer.value.trim();
+    if (!text || stream || sending) return;
+    sendDraft.cancel();
+    if (!conversation) {
+      sending = true;
+      sendButton.disabled = true;
+      try {
+        load(await call("create_conversation"));
+      } catch (error) {
+        showError(error);
+        return;
+      } finally {
+        sending = false;
+        sendButton.disabled = stream !== null;
+      }
+    }
+    composer.value = "";
+    resizeComposer();
+    await runStream((ch) => call("send_message", { text, onEvent: ch }), text);
+  }
+
+  async function stop(): Promise<void> {
+    if (!stream) return;
+    stopButton.disabled = true;
+    try {
+      await call("stop_reply");
+    } catch (error) {
+      stopButton.disabled = false;
+      showError(error);
+    }
+  }
+
+  function regenerate(): void {
+    if (stream || sending) return;
+    void runStream((ch) => call("regenerate", { onEvent: ch }), null);
+  }
+
+  function startEdit(id: number): void {
+    if (stream) return;
+    const message = state.messages.find((m) => m.id === id);
+    if (!message) return;
+    editing = { id, text: message.text };
+    render();
+    const input = list.querySelector<HTMLTextAreaElement>("textarea.edit-input");
+    if (input) {
+      input.focus();
+      input.setSelectionRange(input.value.length, input.value.length);
+    }
+  }
+
+  function cancelEdit(): void {
+    editing = null;
+    render();
+  }
+
+  function saveEdit(): void {
+    if (!editing || stream) return;
+    const input = list.querySelector<HTMLTextAreaElement>("textarea.edit-input");
+    const text = (input?.value ?? editing.text).trim();
+    if (!text) return;
+    const messageId = editing.id;
+    editing = null;
+    void runStream((ch) => call("edit_message", { messageId, text, onEvent: ch }), null);
+  }
+
+  function idOf(target: Element): number | null {
+    const id = target.closest<HTMLElement>(".message")?.dataset.id;
+    return id === undefined ? null : Number(id);
+  }
+
+  list.addEventListener("click", (event) => {
+    const target = event.target as Element;
+    const link = target.closest("a");
+    if (link && list.contains(link)) {
+      // The app shows no web pages: a link in a reply never navigates the window away.
+      event.preventDefault();
+      return;
+    }
+    const button = target.closest("button");
+    if (!button) return;
+    if (button.classList.contains("regenerate") || button.classList.contains("retry")) regenerate();
+    else if (button.classList.contains("edit")) {
+      const id = idOf(button);
+      if (id !== null) startEdit(id);
+    } else if (button.classList.contains("edit-save")) saveEdit();
+    else if (button.classList.contains("edit-cancel")) cancelEdit();
+  });
+  list.addEventListener("input", (event) => {
+    const target = event.target as HTMLElement;
+    if (editing && target.matches("textarea.edit-input")) {
+      editing.text = (target as HTMLTextAreaElement).value;
+    }
+  });
+  list.addEventListener("keydown", (event) => {
+    if (!(event.target as Element).matches("textarea.edit-input")) return;
+    if (event.key === "Escape") {
+      event.stopPropagation();
+      event.preventDefault();
+      cancelEdit();
+    } else if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
+      event.preventDefault();
+      saveEdit();
+    }
+  });
+  handleCodeCopy(list);
+
+  composer.addEventListener("input", () => {
+    resizeComposer();
+    sendDraft(composer.value.trim());
+  });
+  composer.addEventListener("keydown", (event) => {
+    if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
+      event.preventDefault();
+      void send();
+    }
+  });
+  sendButton.addEventListener("click", () => void send());
+  stopButton.addEventListener("click", () => void stop());
+
+  setStreamingUi(false);
+  render();
+
+  return {
+    async open(id, force = false) {
+      if (conversation?.id === id && !force) return true;
+      const token = ++openToken;
+      detachStream();
+      try {
+        const opened = await call("open_conversation", { id });
+        if (token !== openToken) return false;
+        load(opened);
+        return true;
+      } catch (error) {
+        if (token === openToken) showError(error);
+        return false;
+      }
+    },
+    async newConversation() {
+      const token = ++openToken;
+      if (stream) {
+        await call("stop_reply").catch(() => undefined);
+        detachStream();
+      }
+      try {
+        const opened = await call("create_conversation");
+        if (token !== openToken) return;
+        load(opened);
+        composer.focus();
+      } catch (error) {
+        showError(error);
+      }
+    },
+    clear() {
+      ++openToken;
+      detachStream();
+      conversation = null;
+      state = emptyChat;
+      editing = null;
+      render();
+      hooks.onConversation(null);
+    },
+    send,
+    stop,
+    isStreaming: () => stream !== null,
+    currentId: () => conversation?.id ?? null,
+    highlight(seq) {
+      const node = list.querySelector<HTMLElement>(`.message[data-seq="${seq}"]`);
+      if (!node) return false;
+      node.scrollIntoView?.({ block: "center", behavior: "smooth" });
+      node.classList.add("highlight");
+      setTimeout(() => node.classList.remove("highlight"), HIGHLIGHT_MS);
+      return true;
+    },
+    focusComposer: () => composer.focus(),
+  };
+}

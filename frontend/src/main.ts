@@ -1,0 +1,187 @@
+// Starts the webview: builds every part, wires them together (opening conversations, reloads,
+// shortcuts, drops), follows the app's phase, and catches every error at the top so the window
+// is never blank and every failure reads as a sentence.
+import "./styles.css";
+import { call, errorMessage } from "./api";
+import { createPhaseController, type PhaseController } from "./app-phase";
+import { initBanners, showError, showNotice } from "./banner";
+import { createChat } from "./chat";
+import { initConfirm } from "./confirm";
+import { mostRecent } from "./conversations";
+import { createDocuments } from "./documents";
+import { required } from "./dom";
+import { createLayout } from "./layout";
+import { closeTopModal } from "./modal";
+import { createModelPanel } from "./model-panel";
+import { createSearch } from "./search";
+import { createSettingsPanel } from "./settings";
+import { installShortcuts } from "./shortcuts";
+import { createSidebar } from "./sidebar";
+import { createStatusLine } from "./status-line";
+import { applyTheme, restoreTheme } from "./theme";
+
+function installErrorCatchers(): void {
+  window.addEventListener("error", (event) => {
+    const message = String(event.message ?? "");
+    // Benign layout notices some webviews report as errors.
+    if (message.includes("ResizeObserver")) return;
+    showError(event.error ?? message);
+  });
+  window.addEventListener("unhandledrejection", (event) => {
+    event.preventDefault();
+    showError(event.reason);
+  });
+}
+
+/** When the page itself could not be built: say so in place of the app. */
+function fatal(error: unknown): void {
+  document.body.dataset.phase = "failed";
+  const box = document.createElement("div");
+  box.className = "fatal";
+  box.setAttribute("role", "alert");
+  const heading = document.createElement("h1");
+  heading.textContent = "Companion could not open its window";
+  const text = document.createElement("p");
+  text.id = "error-banner";
+  text.textContent = errorMessage(error);
+  box.append(heading, text);
+  document.body.replaceChildren(box);
+}
+
+function boot(): void {
+  restoreTheme();
+  initBanners();
+  initConfirm();
+  installErrorCatchers();
+
+  const title = required("#conversation-title");
+  const layout = createLayout();
+  let phase: PhaseController | null = null;
+
+  const statusLine = createStatusLine((backendPhase, askedAt) => {
+    // A reload started elsewhere (or the engine failed): follow it, unless the answer is older
+    // than our own arrival at "ready".
+    if (phase && phase.phase() === "ready" && backendPhase !== "ready" && askedAt > phase.changedAt()) {
+      phase.reload();
+    }
+  });
+
+  const chat = createChat({
+    onConversation(item) {
+      sidebar.setActive(item?.id ?? null);
+      title.textContent = item?.title.trim() || "Companion";
+      void sidebar.refresh();
+    },
+    onReplyFinished(reply) {
+      void sidebar.refresh();
+      if (reply?.stats) statusLine.showReply(reply.stats);
+    },
+    onThermal(notice) {
+      statusLine.showThermal(notice.state, notice.message);
+      showNotice(notice.message, { key: "thermal", timeoutMs: 10_000 });
+    },
+  });
+
+  async function openConversation(id: string, seq: number | null = null): Promise<void> {
+    const opened = await chat.open(id);
+    if (!opened) return;
+    layout.closeSidebar();
+    if (seq !== null) chat.highlight(seq);
+  }
+
+  function newConversation(): void {
+    if (phase?.phase() !== "ready") return;
+    layout.closeSidebar();
+    void chat.newConversation();
+  }
+
+  const sidebar = createSidebar({
+    open: (id) => void openConversation(id),
+    newConversation,
+    activeId: () => chat.currentId(),
+    onDeleted(_id, wasOpen) {
+      if (wasOpen) chat.clear();
+    },
+    onRefreshed(items) {
+      const active = items.find((item) => item.id === chat.currentId());
+      if (active) title.textContent = active.title.trim() || "Companion";
+    },
+  });
+
+  const search = createSearch({
+    openHit: (conversationId, seq) => void openConversation(conversationId, seq),
+  });
+
+  const settings = createSettingsPanel({ onReloading: () => phase?.reload("Applying the settings") });
+  const modelPanel = createModelPanel({ onSwitching: () => phase?.reload("Loading the model") });
+
+  const documents = createDocuments({
+    async onDone(conversationId) {
+      await sidebar.refresh();
+      await openConversation(conversationId);
+    },
+    blocked() {
+      const now = phase?.phase();
+      if (now === "loading") return "Companion is still starting; try again once it is ready.";
+      if (now === "failed") return "Companion has no working model yet; import or choose one first.";
+      return null;
+    },
+  });
+
+  phase = createPhaseController({
+    async onReady() {
+      try {
+        call("get_settings")
+          .then((s) => applyTheme(s.theme))
+          .catch(() => undefined);
+        const items = await sidebar.refresh();
+        const current = chat.currentId();
+        if (current && items.some((item) => item.id === current)) {
+          await chat.open(current, true);
+        } else {
+          const recent = mostRecent(items);
+          if (recent) await chat.open(recent.id);
+          else chat.clear();
+        }
+        void statusLine.refresh();
+        chat.focusComposer();
+      } catch (error) {
+        showError(error);
+      }
+    },
+    onNotice: (text) => showNotice(text),
+    openModelPanel: () => void modelPanel.open(),
+    openSettings: () => void settings.open(),
+  });
+
+  required("#open-settings").addEventListener("click", () => void settings.open());
+  required("#open-model").addEventListener("click", () => void modelPanel.open());
+
+  installShortcuts({
+    newConversation,
+    focusSearch() {
+      if (phase?.phase() !== "ready") return;
+      if (!layout.isWide()) layout.openSidebar();
+      search.focus();
+    },
+    openSettings: () => void settings.open(),
+    escape() {
+      if (closeTopModal()) return;
+      if (layout.sidebarOverlayOpen()) {
+        layout.closeSidebar();
+        return;
+      }
+      if (chat.isStreaming()) void chat.stop();
+    },
+  });
+
+  void documents.listenForDrops();
+  statusLine.start();
+  phase.start();
+}
+
+try {
+  boot();
+} catch (error) {
+  fatal(error);
+}

@@ -1,0 +1,149 @@
+// The DOM of one chat message: `.message` with data-role / data-seq / data-status, its text in
+// `.message-text` (Markdown for the assistant, plain text otherwise), its tags and stats, and its
+// buttons (.regenerate, .edit; in edit mode textarea.edit-input with .edit-save / .edit-cancel).
+// Also the streaming bubble and the inline error of a failed reply.
+import { el } from "./dom";
+import { formatMs, formatTokensPerSecond } from "./format";
+import { renderMarkdown } from "./markdown";
+import type { ReplyFailure, StreamingReply } from "./chat-stream";
+import type { MessageView, ReplyStats } from "./types";
+
+export interface MessageOptions {
+  regenerable: boolean;
+  /** Editing this message: the draft text of the edit. */
+  editText: string | null;
+  /** A reply is streaming: editing and regenerating wait. */
+  busy: boolean;
+  /** Sanitized HTML of the assistant text (cached by the caller). */
+  html: (message: MessageView) => string;
+}
+
+const STOP_NOTES: Partial<Record<ReplyStats["stopReason"], string>> = {
+  max_tokens: "reached the reply length limit",
+  context_full: "the context is full",
+};
+
+function statsText(stats: ReplyStats): string {
+  const parts = [
+    formatTokensPerSecond(stats.tokensPerSecond),
+    `${formatMs(stats.timeToFirstTokenMs)} to first token`,
+  ];
+  const note = STOP_NOTES[stats.stopReason];
+  if (note) parts.push(note);
+  return parts.join(" · ");
+}
+
+export function messageNode(message: MessageView, options: MessageOptions): HTMLElement {
+  const node = el("article", {
+    class: `message ${message.role}`,
+    "data-role": message.role,
+    "data-seq": message.seq,
+    "data-status": message.status,
+    "data-id": message.id,
+    "aria-label": message.role === "user" ? "You" : message.role === "assistant" ? "Assistant" : "System",
+  });
+
+  if (options.editText !== null) {
+    const input = el("textarea", {
+      class: "edit-input",
+      rows: 3,
+      "aria-label": "Edit your message",
+    });
+    input.value = options.editText;
+    node.append(
+      input,
+      el(
+        "div",
+        { class: "message-actions" },
+        el("button", { type: "button", class: "edit-save primary", text: "Save and resend" }),
+        el("button", { type: "button", class: "edit-cancel", text: "Cancel" }),
+      ),
+    );
+    node.classList.add("editing");
+    return node;
+  }
+
+  const text = el("div", { class: "message-text" });
+  if (message.role === "assistant") {
+    text.classList.add("markdown");
+    text.innerHTML = options.html(message);
+  } else {
+    text.textContent = message.text;
+  }
+  node.append(text);
+
+  const meta = el("div", { class: "message-actions" });
+  if (message.status === "stopped") meta.append(el("span", { class: "tag stopped", text: "stopped" }));
+  if (message.status === "error") meta.append(el("span", { class: "tag error", text: "incomplete" }));
+  if (message.role === "assistant" && message.stats) {
+    meta.append(el("span", { class: "stats", text: statsText(message.stats) }));
+  }
+  if (message.role === "user") {
+    meta.append(
+      el("button", {
+        type: "button",
+        class: "edit",
+        text: "Edit",
+        disabled: options.busy,
+        title: "Edit this message and get a new reply",
+      }),
+    );
+  }
+  if (options.regenerable) {
+    meta.append(
+      el("button", {
+        type: "button",
+        class: "regenerate",
+        text: "Regenerate",
+        disabled: options.busy,
+        title: "Write this reply again",
+      }),
+    );
+  }
+  if (meta.childNodes.length) node.append(meta);
+  return node;
+}
+
+export function streamingNode(reply: StreamingReply): HTMLElement {
+  const node = el("article", {
+    class: "message assistant streaming",
+    "data-role": "assistant",
+    "data-status": "streaming",
+    "aria-label": "Assistant",
+    "aria-busy": "true",
+  });
+  node.append(
+    el("p", { class: "summarizing-note", text: "Summarizing older turns…", hidden: !reply.summarizing }),
+    el("div", { class: "message-text markdown" }),
+    el("span", { class: "typing", "aria-hidden": "true" }),
+  );
+  paintStreaming(node, reply);
+  return node;
+}
+
+/** Updates a streaming bubble in place with the reply's text so far. */
+export function paintStreaming(node: HTMLElement, reply: StreamingReply): void {
+  const note = node.querySelector<HTMLElement>(".summarizing-note");
+  if (note) note.hidden = !reply.summarizing;
+  const text = node.querySelector<HTMLElement>(".message-text");
+  if (text) text.innerHTML = reply.text ? renderMarkdown(reply.text) : "";
+}
+
+export function failureNode(failure: ReplyFailure, canRetry: boolean): HTMLElement {
+  const node = el("div", { class: "chat-error", role: "alert" });
+  if (failure.partial) node.append(el("div", { class: "chat-error-partial", text: failure.partial }));
+  node.append(el("p", { class: "chat-error-text", text: failure.message }));
+  if (canRetry) node.append(el("button", { type: "button", class: "retry", text: "Try again" }));
+  return node;
+}
+
+export function emptyChatNode(hasConversation: boolean): HTMLElement {
+  return el(
+    "div",
+    { class: "chat-empty" },
+    el("h2", { text: hasConversation ? "A new conversation" : "Ask anything" }),
+    el("p", {
+      text: "Replies are written on this device; nothing leaves it. Drop a document on the window to summarize it.",
+    }),
+  );
+}

@@ -1,0 +1,161 @@
+// The model panel (#model-panel): what the loaded model is (`model_info`), the GGUF files on this
+// device (`list_models`) with "Use" to switch (`switch_model`, then the loading view), and
+// "Import GGUF…" (`import_model`).
+import { call, errorMessage } from "./api";
+import { el, required } from "./dom";
+import { formatBytes, formatCount, formatMegabytes, formatMs, formatParameters } from "./format";
+import { closeModal, initModal, openModal } from "./modal";
+import type { ModelFile, ModelView } from "./types";
+
+export interface ModelPanelHooks {
+  /** The engine is reloading with another model. */
+  onSwitching(): void;
+}
+
+export interface ModelPanel {
+  open(): Promise<void>;
+  close(): void;
+}
+
+export function modelDetails(model: ModelView): [string, string][] {
+  return [
+    ["Name", model.name ?? model.fileName],
+    ["File", model.fileName],
+    ["Architecture", model.architecture],
+    ["Parameters", formatParameters(model.parameters)],
+    ["Quantization", model.quantization],
+    ["Size", formatMegabytes(model.fileBytes)],
+    ["SHA-256", model.sha256],
+    ["Context", `${formatCount(model.context)} tokens`],
+    ["Device", model.device],
+    ["Memory estimate", formatMegabytes(model.memoryEstimateBytes)],
+    ["KV cache per token", formatBytes(model.kvBytesPerToken)],
+    ["Load time", formatMs(model.loadSeconds * 1000)],
+  ];
+}
+
+export function createModelPanel(hooks: ModelPanelHooks): ModelPanel {
+  const panel = required("#model-panel");
+  const details = el("dl", { id: "model-details", class: "details" });
+  const files = el("ul", { id: "model-list", class: "model-list" });
+  const importButton = el("button", { type: "button", id: "import-model", class: "primary", text: "Import GGUF…" });
+  const message = el("p", { class: "panel-message", role: "status", hidden: true });
+  const errorLine = el("p", { class: "panel-error", role: "alert", hidden: true });
+  const closeButton = el("button", { type: "button", class: "close", "aria-label": "Close the model panel", title: "Close" });
+  panel.replaceChildren(
+    el(
+      "div",
+      { class: "modal-card" },
+      el("header", { class: "panel-head" }, el("h2", { id: "model-heading", text: "Model" }), closeButton),
+      el(
+        "div",
+        { class: "panel-body" },
+        el("section", null, el("h3", { text: "In use" }), details),
+        el("section", null, el("h3", { text: "Models on this device" }), files, el("div", { class: "panel-row" }, importButton)),
+        message,
+        errorLine,
+      ),
+    ),
+  );
+  initModal(panel);
+
+  function say(text: string | null): void {
+    message.textContent = text ?? "";
+    message.hidden = text === null;
+  }
+
+  function problem(text: string | null): void {
+    errorLine.textContent = text ?? "";
+    errorLine.hidden = text === null;
+  }
+
+  function showDetails(model: ModelView | null): void {
+    if (!model) {
+      details.replaceChildren(el("p", { class: "muted", text: "No model is loaded." }));
+      return;
+    }
+    details.replaceChildren(
+      ...modelDetails(model).flatMap(([term, value]) => [
+        el("dt", { text: term }),
+        el("dd", { class: term === "SHA-256" ? "mono" : null, text: value }),
+      ]),
+    );
+  }
+
+  function fileNode(file: ModelFile): HTMLLIElement {
+    return el(
+      "li",
+      { class: `model-file${file.current ? " current" : ""}`, "data-path": file.path },
+      el("span", { class: "model-name", text: file.fileName, title: file.path }),
+      el("span", { class: "model-size", text: formatMegabytes(file.bytes) }),
+      file.current
+        ? el("span", { class: "tag", text: "In use" })
+        : el("button", { type: "button", class: "use-model", text: "Use", "aria-label": `Use ${file.fileName}` }),
+    );
+  }
+
+  function showFiles(list: ModelFile[]): void {
+    files.replaceChildren(
+      ...(list.length ? list.map(fileNode) : [el("li", { class: "muted", text: "No models yet; import a GGUF file." })]),
+    );
+  }
+
+  async function load(): Promise<void> {
+    const [info, list] = await Promise.allSettled([call("model_info"), call("list_models")]);
+    if (info.status === "fulfilled") showDetails(info.value);
+    else {
+      showDetails(null);
+      problem(errorMessage(info.reason));
+    }
+    if (list.status === "fulfilled") showFiles(list.value);
+    else problem(errorMessage(list.reason));
+  }
+
+  async function switchTo(path: string): Promise<void> {
+    problem(null);
+    try {
+      await call("switch_model", { path });
+      closeModal(panel);
+      hooks.onSwitching();
+    } catch (error) {
+      problem(errorMessage(error));
+    }
+  }
+
+  async function importModel(): Promise<void> {
+    problem(null);
+    say(null);
+    importButton.disabled = true;
+    try {
+      const file = await call("import_model");
+      if (file) {
+        say(`Imported ${file.fileName}. Choose “Use” to switch to it.`);
+        showFiles(await call("list_models"));
+      }
+    } catch (error) {
+      problem(errorMessage(error));
+    } finally {
+      importButton.disabled = false;
+    }
+  }
+
+  files.addEventListener("click", (event) => {
+    const button = (event.target as Element).closest(".use-model");
+    const path = button?.closest<HTMLElement>(".model-file")?.dataset.path;
+    if (path) void switchTo(path);
+  });
+  importButton.addEventListener("click", () => void importModel());
+  closeButton.addEventListener("click", () => closeModal(panel));
+
+  return {
+    async open() {
+      say(null);
+      problem(null);
+      details.replaceChildren(el("p", { class: "muted", text: "Loading…" }));
+      files.replaceChildren();
+      openModal(panel);
+      await load();
+    },
+    close: () => closeModal(panel),
+  };
+}

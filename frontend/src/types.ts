@@ -1,0 +1,221 @@
+// The IPC contract between the webview and the Rust side (src-tauri/src/commands/).
+// Every command's error rejects the promise with an `AppError`. Payloads are camelCase; stream
+// enums are `{ event, data }`. Times are Unix milliseconds.
+
+export interface AppError {
+  code: string;
+  /** One sentence saying what happened and what to do next. */
+  message: string;
+}
+
+export type Phase = "loading" | "ready" | "failed";
+
+export interface AppState {
+  phase: Phase;
+  /** What is being done while loading ("Opening the database", "Loading the model"). */
+  stage: string | null;
+  /** Set when phase is "failed": why, and what to do (import a model, change settings). */
+  error: AppError | null;
+  /** A notice to show once, e.g. the database was damaged and set aside. */
+  notices: string[];
+}
+
+export interface ConversationItem {
+  id: string;
+  title: string;
+  pinned: boolean;
+  createdAt: number;
+  updatedAt: number;
+  messageCount: number;
+  /** The start of the last message. */
+  preview: string | null;
+}
+
+export type Role = "system" | "user" | "assistant";
+export type MessageStatus = "streaming" | "complete" | "stopped" | "error";
+
+export interface MessageView {
+  id: number;
+  seq: number;
+  role: Role;
+  text: string;
+  status: MessageStatus;
+  createdAt: number;
+  stats: ReplyStats | null;
+}
+
+export type Resume =
+  | { kind: "snapshot"; tokens: number }
+  | { kind: "reprefill"; tokens: number }
+  | { kind: "empty" };
+
+export interface OpenedConversation {
+  conversation: ConversationItem;
+  messages: MessageView[];
+  resume: Resume;
+}
+
+export interface ReplyStats {
+  timeToFirstTokenMs: number;
+  tokensPerSecond: number;
+  promptTokens: number;
+  reusedTokens: number;
+  generatedTokens: number;
+  stopReason: "end_of_turn" | "max_tokens" | "stop_string" | "cancelled" | "context_full";
+}
+
+export type ThermalState = "nominal" | "fair" | "serious" | "critical" | "unknown";
+
+export interface ThermalNotice {
+  state: ThermalState;
+  previous: ThermalState;
+  ratePercent: number;
+  fewerThreads: boolean;
+  backgroundPaused: boolean;
+  message: string;
+}
+
+/** Streamed by send_message, regenerate and edit_message, in this order:
+ *  one `user` (the committed user message; drop every shown message with seq >= its seq,
+ *  then show it), maybe `summarizing`, then `text`* and `thermal`*, then one `done` or `error`. */
+export type ChatEvent =
+  | { event: "user"; data: MessageView }
+  | { event: "summarizing"; data: null }
+  | { event: "text"; data: string }
+  | { event: "thermal"; data: ThermalNotice }
+  | { event: "done"; data: MessageView }
+  | { event: "error"; data: AppError };
+
+export interface SearchSegment {
+  text: string;
+  hit: boolean;
+}
+
+export interface SearchHit {
+  conversationId: string;
+  conversationTitle: string;
+  /** null when the title matched. */
+  messageId: number | null;
+  seq: number | null;
+  role: Role | null;
+  segments: SearchSegment[];
+}
+
+export type Device = "cpu" | "cuda" | "metal";
+export type Theme = "system" | "light" | "dark";
+
+export interface Settings {
+  temperature: number;
+  topP: number;
+  topK: number;
+  repetitionPenalty: number;
+  maxTokens: number;
+  contextSize: number;
+  threads: number;
+  device: Device;
+  systemPrompt: string;
+  /** Decode rate when warm / hot, as a fraction of full speed (0.1..1). */
+  fairRate: number;
+  seriousRate: number;
+  theme: Theme;
+  /** The model file in use, when one was chosen in the model panel (absent: the default).
+   *  set_settings keeps the current one whatever is sent: models are switched with switch_model. */
+  modelPath?: string;
+}
+
+export interface SettingsApplied {
+  settings: Settings;
+  /** True when the engine is being reloaded to apply them (app_state goes to "loading"). */
+  reloading: boolean;
+}
+
+export interface ModelView {
+  fileName: string;
+  path: string;
+  name: string | null;
+  architecture: string;
+  parameters: number;
+  quantization: string;
+  fileBytes: number;
+  sha256: string;
+  context: number;
+  device: string;
+  /** Estimated bytes the model and its KV cache take at this context. */
+  memoryEstimateBytes: number;
+  kvBytesPerToken: number;
+  loadSeconds: number;
+}
+
+export interface ModelFile {
+  path: string;
+  fileName: string;
+  bytes: number;
+  current: boolean;
+}
+
+export interface StatusView {
+  phase: Phase;
+  backend: string | null;
+  /** Of the last reply in this run of the app. */
+  lastReply: ReplyStats | null;
+  /** Resident memory of the app process. */
+  memoryBytes: number | null;
+  thermal: ThermalState;
+  thermalMessage: string | null;
+  /** A reply or a document job is running. */
+  busy: boolean;
+}
+
+export interface DocumentProgress {
+  level: number;
+  done: number;
+  total: number;
+  reused: number;
+  elapsedSeconds: number;
+  remainingSeconds: number | null;
+  paused: boolean;
+}
+
+/** Streamed by summarize_document / summarize_dropped: `started`, `progress`*, then `done` or `error`. */
+export type DocumentEvent =
+  | { event: "started"; data: { fileName: string } }
+  | { event: "progress"; data: DocumentProgress }
+  | { event: "done"; data: { conversationId: string; title: string } }
+  | { event: "error"; data: AppError };
+
+/** The commands, with their argument names as Tauri expects them (camelCase). */
+export interface Commands {
+  app_state: { args: Record<string, never>; result: AppState };
+  status: { args: Record<string, never>; result: StatusView };
+  list_conversations: { args: Record<string, never>; result: ConversationItem[] };
+  create_conversation: { args: Record<string, never>; result: OpenedConversation };
+  /** Stops a running reply first. */
+  open_conversation: { args: { id: string }; result: OpenedConversation };
+  rename_conversation: { args: { id: string; title: string }; result: ConversationItem };
+  set_pinned: { args: { id: string; pinned: boolean }; result: ConversationItem };
+  /** If it was open, no conversation is open afterwards. */
+  delete_conversation: { args: { id: string }; result: null };
+  search_conversations: { args: { query: string }; result: SearchHit[] };
+  /** Opens a native save dialog; null when the user cancelled. Returns the written path. */
+  export_conversation: { args: { id: string; format: "markdown" | "json" }; result: string | null };
+  /** Prefill the draft (call debounced, ~150 ms after the last keystroke). Never waits. */
+  set_draft: { args: { text: string }; result: null };
+  /** Resolves with the reply when done; events stream on `onEvent`. */
+  send_message: { args: { text: string; onEvent: unknown }; result: MessageView };
+  regenerate: { args: { onEvent: unknown }; result: MessageView };
+  edit_message: { args: { messageId: number; text: string; onEvent: unknown }; result: MessageView };
+  stop_reply: { args: Record<string, never>; result: null };
+  get_settings: { args: Record<string, never>; result: Settings };
+  set_settings: { args: { settings: Settings }; result: SettingsApplied };
+  model_info: { args: Record<string, never>; result: ModelView | null };
+  list_models: { args: Record<string, never>; result: ModelFile[] };
+  /** Opens a native file dialog, checks the GGUF and copies it into the models directory. */
+  import_model: { args: Record<string, never>; result: ModelFile | null };
+  /** path: one of list_models(); the engine reloads (app_state goes to "loading"). */
+  switch_model: { args: { path: string }; result: null };
+  /** Opens a native file dialog (.txt .md .html .pdf); null when cancelled. */
+  summarize_document: { args: { onEvent: unknown }; result: { conversationId: string } | null };
+  /** path: a file the user dropped on the window (the Rust side only accepts dropped paths). */
+  summarize_dropped: { args: { path: string; onEvent: unknown }; result: { conversationId: string } };
+  cancel_document: { args: Record<string, never>; result: null };
+}

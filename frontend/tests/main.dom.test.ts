@@ -1,0 +1,207 @@
+// The whole page booted against a fake backend: start-up opens the most recent conversation,
+// the status line fills, settings validate and save, switching the model goes through the
+// loading view, and a dropped file is summarized with a progress card.
+import { beforeAll, describe, expect, it, vi } from "vitest";
+import { fakeBackend, loadPage, press, settle, typeInto, type FakeBackend } from "./page";
+import type { FakeChannel } from "./tauri-mock";
+import type { AppState, DocumentEvent, MessageView, Settings } from "../src/types";
+
+const drop = vi.hoisted(() => ({ handler: null as null | ((event: { payload: unknown }) => void) }));
+
+vi.mock("@tauri-apps/api/core", async () => {
+  const { FakeChannel } = await import("./tauri-mock");
+  return { invoke: vi.fn(), Channel: FakeChannel };
+});
+vi.mock("@tauri-apps/api/webview", () => ({
+  getCurrentWebview: () => ({
+    onDragDropEvent: async (handler: (event: { payload: unknown }) => void) => {
+      drop.handler = handler;
+      return () => undefined;
+    },
+  }),
+}));
+
+import { invoke } from "@tauri-apps/api/core";
+
+const invokeMock = vi.mocked(invoke) as unknown as ReturnType<typeof vi.fn>;
+const $ = <T extends Element = HTMLElement>(s: string) => document.querySelector<T>(s)!;
+const $$ = (s: string) => Array.from(document.querySelectorAll<HTMLElement>(s));
+
+const settings: Settings = {
+  temperature: 0.8,
+  topP: 0.95,
+  topK: 64,
+  repetitionPenalty: 1,
+  maxTokens: 512,
+  contextSize: 4096,
+  threads: 4,
+  device: "cpu",
+  systemPrompt: "Be brief.",
+  fairRate: 0.7,
+  seriousRate: 0.4,
+  theme: "dark",
+};
+// The Rust side also sends modelPath when a model was chosen; saving must send it back.
+const fromBackend = { ...settings, modelPath: "/m/gemma.gguf" } as Settings;
+
+function msg(seq: number, role: MessageView["role"], text: string): MessageView {
+  return { id: seq, seq, role, text, status: "complete", createdAt: seq, stats: null };
+}
+
+describe("the app", () => {
+  let backend: FakeBackend;
+  let appStates: AppState[];
+  let documentChannel: FakeChannel<DocumentEvent> | null = null;
+  let finishDocument: ((value: { conversationId: string }) => void) | null = null;
+  const ready: AppState = { phase: "ready", stage: null, error: null, notices: ["The database was damaged and set aside."] };
+
+  beforeAll(async () => {
+    loadPage();
+    document.body.dataset.phase = "loading";
+    appStates = [{ phase: "loading", stage: "Loading the model", error: null, notices: [] }, ready];
+    backend = fakeBackend(invokeMock, {
+      app_state: () => appStates.shift() ?? ready,
+      status: () => ({
+        phase: "ready",
+        backend: "cpu",
+        lastReply: { timeToFirstTokenMs: 240, tokensPerSecond: 31.6, promptTokens: 10, reusedTokens: 0, generatedTokens: 20, stopReason: "end_of_turn" },
+        memoryBytes: 253_113_024,
+        thermal: "fair",
+        thermalMessage: "The device is warm; replies are paced at 70%.",
+        busy: false,
+      }),
+      list_conversations: () => [
+        { id: "old", title: "Old", pinned: true, createdAt: 0, updatedAt: 1, messageCount: 2, preview: null },
+        { id: "recent", title: "Recent", pinned: false, createdAt: 0, updatedAt: 9, messageCount: 2, preview: null },
+      ],
+      open_conversation: ({ id }) => ({
+        conversation: { id, title: id === "doc" ? "report.txt" : "Recent", pinned: false, createdAt: 0, updatedAt: 9, messageCount: 2, preview: null },
+        messages: [msg(1, "user", "hi"), msg(2, "assistant", "Hello **there**")],
+        resume: { kind: "snapshot", tokens: 20 },
+      }),
+      get_settings: () => ({ ...fromBackend }),
+      set_settings: ({ settings: next }) => ({ settings: next, reloading: false }),
+      model_info: () => ({
+        fileName: "gemma.gguf",
+        path: "/m/gemma.gguf",
+        name: "Gemma 3 270M",
+        architecture: "gemma3",
+        parameters: 268_098_176,
+        quantization: "Q4_K_M",
+        fileBytes: 253_113_024,
+        sha256: "a5fd3b62",
+        context: 4096,
+        device: "cpu",
+        memoryEstimateBytes: 400 * 1024 * 1024,
+        kvBytesPerToken: 9216,
+        loadSeconds: 1.5,
+      }),
+      list_models: () => [
+        { path: "/m/gemma.gguf", fileName: "gemma.gguf", bytes: 253_113_024, current: true },
+        { path: "/m/other.gguf", fileName: "other.gguf", bytes: 806_000_000, current: false },
+      ],
+      switch_model: () => {
+        appStates = [{ phase: "loading", stage: "Loading the model", error: null, notices: [] }, ready];
+        return null;
+      },
+      summarize_dropped: ((args: { onEvent: unknown }) => {
+        documentChannel = args.onEvent as FakeChannel<DocumentEvent>;
+        return new Promise((resolve) => (finishDocument = resolve));
+      }) as never,
+      set_draft: () => null,
+    });
+    await import("../src/main");
+    await settle(450);
+  });
+
+  it("starts, opens the most recent conversation and fills the status line", () => {
+    expect(document.body.dataset.phase).toBe("ready");
+    expect(backend.callsOf("open_conversation")[0]).toEqual({ id: "recent" });
+    expect($(".conversation-item.active").dataset.id).toBe("recent");
+    expect($$(".message")).toHaveLength(2);
+    expect($('.message[data-role="assistant"] .message-text strong').textContent).toBe("there");
+    expect($("#conversation-title").textContent).toBe("Recent");
+    expect($("#status-backend").textContent).toBe("CPU");
+    expect($("#status-speed").textContent).toBe("32 tok/s");
+    expect($("#status-ttft").textContent).toContain("240 ms");
+    expect($("#status-memory").textContent).toBe("241 MB");
+    expect($("#status-thermal").title).toBe("The device is warm; replies are paced at 70%.");
+    expect($("#notices").textContent).toContain("The database was damaged and set aside.");
+    expect(document.documentElement.dataset.theme).toBe("dark");
+  });
+
+  it("checks the settings and saves them", async () => {
+    press(document.body, ",", { ctrlKey: true });
+    await settle();
+    expect($("#settings-panel").hidden).toBe(false);
+    expect($<HTMLInputElement>("#setting-temperature").value).toBe("0.8");
+    expect($<HTMLTextAreaElement>("#setting-systemPrompt").value).toBe("Be brief.");
+    $<HTMLInputElement>("#setting-temperature").value = "5";
+    $("#settings-save").click();
+    await settle();
+    expect($("#settings-panel .panel-error").textContent).toBe("Temperature must be between 0 and 2.");
+    expect(backend.callsOf("set_settings")).toHaveLength(0);
+
+    $<HTMLInputElement>("#setting-temperature").value = "0.5";
+    $<HTMLSelectElement>("#setting-theme").value = "light";
+    $("#settings-save").click();
+    await settle();
+    expect(backend.callsOf("set_settings")).toEqual([{ settings: { ...fromBackend, temperature: 0.5, theme: "light" } }]);
+    expect($("#settings-panel").hidden).toBe(true);
+    expect(document.documentElement.dataset.theme).toBe("light");
+  });
+
+  it("Escape closes a panel", async () => {
+    $("#open-model").click();
+    await settle();
+    expect($("#model-panel").hidden).toBe(false);
+    expect($("#model-details").textContent).toContain("268 M");
+    expect($("#model-details").textContent).toContain("Q4_K_M");
+    press(document.body, "Escape");
+    expect($("#model-panel").hidden).toBe(true);
+  });
+
+  it("switches the model through the loading view", async () => {
+    $("#open-model").click();
+    await settle();
+    $(".use-model").click();
+    await settle();
+    expect(backend.callsOf("switch_model")).toEqual([{ path: "/m/other.gguf" }]);
+    expect($("#model-panel").hidden).toBe(true);
+    expect(document.body.dataset.phase).toBe("loading");
+    await settle(450);
+    expect(document.body.dataset.phase).toBe("ready");
+  });
+
+  it("summarizes a dropped file and opens its conversation", async () => {
+    expect(drop.handler).not.toBeNull();
+    drop.handler!({ payload: { type: "enter", paths: ["/tmp/report.txt"], position: { x: 0, y: 0 } } });
+    expect($("#drop-overlay").hidden).toBe(false);
+    drop.handler!({ payload: { type: "drop", paths: ["/tmp/report.txt"], position: { x: 0, y: 0 } } });
+    await settle();
+    expect($("#drop-overlay").hidden).toBe(true);
+    expect(backend.callsOf("summarize_dropped")[0].path).toBe("/tmp/report.txt");
+    expect($("#document-progress").hidden).toBe(false);
+    documentChannel!.onmessage({ event: "started", data: { fileName: "report.txt" } });
+    documentChannel!.onmessage({
+      event: "progress",
+      data: { level: 0, done: 3, total: 10, reused: 0, elapsedSeconds: 9, remainingSeconds: 21, paused: false },
+    });
+    expect($("#document-progress").textContent).toContain("3 / 10 summaries");
+    expect($("#document-progress").textContent).toContain("About 21 s left");
+    documentChannel!.onmessage({ event: "done", data: { conversationId: "doc", title: "report.txt" } });
+    finishDocument!({ conversationId: "doc" });
+    await settle(50);
+    expect($("#document-progress").hidden).toBe(true);
+    expect(backend.callsOf("open_conversation").at(-1)).toEqual({ id: "doc" });
+    expect($("#conversation-title").textContent).toBe("report.txt");
+  });
+
+  it("Ctrl+K focuses the search box", () => {
+    press(document.body, "k", { ctrlKey: true });
+    expect(document.activeElement).toBe($("#search"));
+    typeInto($<HTMLInputElement>("#search"), "x");
+    press($("#search"), "Escape");
+    expect($<HTMLInputElement>("#search").value).toBe("");
+  });
+});

@@ -1,0 +1,48 @@
+//! Embeds the built frontend and declares the app's commands, so that capabilities must allow
+//! each one by name (capabilities/default.json): the webview can call nothing else.
+
+const COMMANDS: &[&str] = &[
+    "app_state",
+    "status",
+    "list_conversations",
+    "create_conversation",
+    "open_conversation",
+    "rename_conversation",
+    "set_pinned",
+    "delete_conversation",
+    "search_conversations",
+    "export_conversation",
+    "set_draft",
+    "send_message",
+    "regenerate",
+    "edit_message",
+    "stop_reply",
+    "get_settings",
+    "set_settings",
+    "model_info",
+    "list_models",
+    "import_model",
+    "switch_model",
+    "summarize_document",
+    "summarize_dropped",
+    "cancel_document",
+];
+
+fn main() {
+    let index = std::path::Path::new("../frontend/dist/index.html");
+    println!("cargo:rerun-if-changed=../frontend/dist");
+    if !index.exists() {
+        println!(
+            "cargo:warning=frontend/dist is missing: run scripts/setup-app (or `npm ci && npm run build` in frontend/) before building the app"
+        );
+        std::process::exit(1);
+    }
+    tauri_build::try_build(
+        tauri_build::Attributes::new()
+            .app_manifest(tauri_build::AppManifest::new().commands(COMMANDS)),
+    )
+    .unwrap_or_else(|e| {
+        println!("cargo:warning=tauri build step failed: {e:#}");
+        std::process::exit(1);
+    });
+}

@@ -1,0 +1,70 @@
+//! The app's state while it loads and the status line's figures.
+
+use serde::Serialize;
+use tauri::State;
+
+use crate::shared::{AppStateView, Phase};
+use crate::state::AppState;
+use crate::views::ReplyStats;
+
+/// Loading, ready or failed (with what to do), and the notices not yet shown.
+#[tauri::command]
+pub fn app_state(state: State<'_, AppState>) -> AppStateView {
+    state.shared.take_state()
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StatusView {
+    pub phase: Phase,
+    pub backend: Option<String>,
+    pub last_reply: Option<ReplyStats>,
+    pub memory_bytes: Option<u64>,
+    pub thermal: engine::ThermalState,
+    pub thermal_message: Option<String>,
+    pub busy: bool,
+}
+
+#[tauri::command]
+pub fn status(state: State<'_, AppState>) -> StatusView {
+    let engine = state.shared.engine();
+    let thermal = engine
+        .as_ref()
+        .map(|e| e.thermal_state())
+        .unwrap_or(engine::ThermalState::Unknown);
+    StatusView {
+        phase: state.shared.phase(),
+        backend: engine.as_ref().map(|e| e.info().device.to_string()),
+        last_reply: state.shared.last_reply(),
+        memory_bytes: resident_bytes(),
+        thermal,
+        thermal_message: thermal_message(thermal),
+        busy: state.shared.busy(),
+    }
+}
+
+fn thermal_message(state: engine::ThermalState) -> Option<String> {
+    use engine::ThermalState::*;
+    match state {
+        Nominal => None,
+        Fair => Some("The device is warm: replies are paced a little to keep it cool.".into()),
+        Serious => Some("The device is hot: replies are slower until it cools down.".into()),
+        Critical => Some("The device is very hot: replies pause until it cools down.".into()),
+        Unknown => Some("The device's temperature cannot be read here.".into()),
+    }
+}
+
+/// The process's resident memory now (Linux: VmRSS of /proc/self/status; elsewhere unknown).
+fn resident_bytes() -> Option<u64> {
+    #[cfg(target_os = "linux")]
+    {
+        let status = std::fs::read_to_string("/proc/self/status").ok()?;
+        let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+        let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+        Some(kb * 1024)
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        None
+    }
+}

@@ -1,0 +1,9 @@
+//! The commands the webview may call, one file per area. `frontend/src/types.ts` is the other
+//! half of the contract; `build.rs` lists the same names so capabilities can allow them.
+
+pub mod app;
+pub mod chat;
+pub mod conversations;
+pub mod documents;
+pub mod model;
+pub mod settings;

@@ -1,0 +1,128 @@
+//! Companion's app: the Tauri 2 shell around the engine and the conversation memory. The
+//! webview (frontend/) calls the commands in [`commands`]; replies and document progress
+//! stream back over `tauri::ipc::Channel`s. The engine runs on its own thread behind the chat
+//! worker ([`worker`]), so no command ever waits on a forward pass on a UI thread.
+//!
+//! [`builder`] is generic over the runtime so the tests can run the app on Tauri's mock
+//! runtime; [`run`] starts the real one.
+
+pub mod commands;
+pub mod error;
+pub mod settings;
+pub mod shared;
+pub mod state;
+pub mod views;
+pub mod worker;
+
+use std::sync::Arc;
+
+use tauri::{Manager, RunEvent, Runtime, WindowEvent};
+
+pub use error::{AppError, Result};
+pub use state::{AppConfig, AppState};
+
+/// The app on `builder`: plugins, commands, state (set up when the app starts: the database
+/// is opened, settings read, and the engine starts loading on the worker).
+pub fn builder<R: Runtime>(builder: tauri::Builder<R>, config: AppConfig) -> tauri::Builder<R> {
+    builder
+        .plugin(tauri_plugin_store::Builder::new().build())
+        .plugin(tauri_plugin_dialog::init())
+        .setup(move |app| {
+            let state = start(app.handle(), config)?;
+            app.manage(state);
+            Ok(())
+        })
+        .on_window_event(|window, event| {
+            // a dropped file is a file the user chose to give us: remember it as granted
+            if let WindowEvent::DragDrop(tauri::DragDropEvent::Drop { paths, .. }) = event
+                && let Some(state) = window.try_state::<AppState>()
+            {
+                state.grant(paths.iter().cloned());
+            }
+        })
+        .invoke_handler(tauri::generate_handler![
+            commands::app::app_state,
+            commands::app::status,
+            commands::conversations::list_conversations,
+            commands::conversations::create_conversation,
+            commands::conversations::open_conversation,
+            commands::conversations::rename_conversation,
+            commands::conversations::set_pinned,
+            commands::conversations::delete_conversation,
+            commands::conversations::search_conversations,
+            commands::conversations::export_conversation,
+            commands::chat::set_draft,
+            commands::chat::send_message,
+            commands::chat::regenerate,
+            commands::chat::edit_message,
+            commands::chat::stop_reply,
+            commands::settings::get_settings,
+            commands::settings::set_settings,
+            commands::model::model_info,
+            commands::model::list_models,
+            commands::model::import_model,
+            commands::model::switch_model,
+            commands::documents::summarize_document,
+            commands::documents::summarize_dropped,
+            commands::documents::cancel_document,
+        ])
+}
+
+/// Open the database (a damaged one is set aside and the user told), read the settings, and
+/// start the worker, which loads the model in the background.
+fn start<R: Runtime>(app: &tauri::AppHandle<R>, config: AppConfig) -> Result<AppState> {
+    let shared = Arc::new(shared::Shared::default());
+    let store = match memory::Store::open(&config.database) {
+        Ok(opened) => {
+            if let Some(recovery) = &opened.recovery {
+                shared.notice(recovery.message());
+            }
+            Some(opened.store)
+        }
+        // the worker meets the same error and shows it as the reason the app cannot start
+        Err(e) => {
+            tracing::error!(error = %e, "the database cannot be opened");
+            None
+        }
+    };
+    let (settings, notice) = state::load_settings(app, &config.settings_file);
+    if let Some(n) = notice {
+        shared.notice(n);
+    }
+    AppState::new(config, store, settings, shared)
+}
+
+/// Snapshot the open conversation before the process ends.
+pub fn on_exit<R: Runtime>(app: &tauri::AppHandle<R>) {
+    if let Some(state) = app.try_state::<AppState>() {
+        state
+            .shared
+            .reply_cancel
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+        state
+            .shared
+            .document_cancel
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Err(e) = state.worker.call_blocking(|w| w.close()) {
+            tracing::warn!(error = %e, "closing the conversation failed");
+        }
+    }
+}
+
+/// Start the desktop app (or, on iOS, the mobile entry point).
+#[cfg_attr(mobile, tauri::mobile_entry_point)]
+pub fn run() {
+    let app =
+        builder(tauri::Builder::default(), AppConfig::from_env()).build(tauri::generate_context!());
+    match app {
+        Ok(app) => app.run(|handle, event| {
+            if let RunEvent::Exit = event {
+                on_exit(handle);
+            }
+        }),
+        Err(e) => {
+            eprintln!("Companion could not start: {e}");
+            std::process::exit(1);
+        }
+    }
+}

@@ -1,0 +1,161 @@
+//! What the commands read without waiting for the worker: the load phase, one-time notices,
+//! the last reply's figures, the busy and cancel flags, the engine handle (for drafts, thermal
+//! state and model facts), the open conversation and the user's latest draft.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use engine::EngineHandle;
+use memory::ConversationId;
+use serde::Serialize;
+
+use crate::error::AppError;
+use crate::views::ReplyStats;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Phase {
+    Loading,
+    Ready,
+    Failed,
+}
+
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AppStateView {
+    pub phase: Phase,
+    pub stage: Option<String>,
+    pub error: Option<AppError>,
+    pub notices: Vec<String>,
+}
+
+#[derive(Debug)]
+struct Load {
+    phase: Phase,
+    stage: Option<String>,
+    error: Option<AppError>,
+}
+
+pub struct Shared {
+    load: Mutex<Load>,
+    notices: Mutex<Vec<String>>,
+    last_reply: Mutex<Option<ReplyStats>>,
+    engine: Mutex<Option<EngineHandle>>,
+    open: Mutex<Option<ConversationId>>,
+    draft: Mutex<String>,
+    /// A reply is streaming.
+    pub replying: AtomicBool,
+    /// Set to stop the reply that is streaming; cleared when the next one starts.
+    pub reply_cancel: Arc<AtomicBool>,
+    /// A document job is running.
+    pub summarizing: AtomicBool,
+    pub document_cancel: Arc<AtomicBool>,
+}
+
+/// A poisoned lock only means another command panicked mid-update; the data is still the
+/// best there is, so take it rather than fail every later command.
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Default for Shared {
+    fn default() -> Self {
+        Shared {
+            load: Mutex::new(Load {
+                phase: Phase::Loading,
+                stage: Some("Starting".into()),
+                error: None,
+            }),
+            notices: Mutex::default(),
+            last_reply: Mutex::default(),
+            engine: Mutex::default(),
+            open: Mutex::default(),
+            draft: Mutex::default(),
+            replying: AtomicBool::new(false),
+            reply_cancel: Arc::new(AtomicBool::new(false)),
+            summarizing: AtomicBool::new(false),
+            document_cancel: Arc::new(AtomicBool::new(false)),
+        }
+    }
+}
+
+impl Shared {
+    pub fn loading(&self, stage: &str) {
+        *lock(&self.load) = Load {
+            phase: Phase::Loading,
+            stage: Some(stage.to_string()),
+            error: None,
+        };
+    }
+
+    pub fn ready(&self) {
+        *lock(&self.load) = Load {
+            phase: Phase::Ready,
+            stage: None,
+            error: None,
+        };
+    }
+
+    pub fn failed(&self, error: AppError) {
+        *lock(&self.load) = Load {
+            phase: Phase::Failed,
+            stage: None,
+            error: Some(error),
+        };
+    }
+
+    pub fn phase(&self) -> Phase {
+        lock(&self.load).phase
+    }
+
+    pub fn notice(&self, text: String) {
+        lock(&self.notices).push(text);
+    }
+
+    /// The state, handing over the notices (each is shown once).
+    pub fn take_state(&self) -> AppStateView {
+        let load = lock(&self.load);
+        AppStateView {
+            phase: load.phase,
+            stage: load.stage.clone(),
+            error: load.error.clone(),
+            notices: std::mem::take(&mut *lock(&self.notices)),
+        }
+    }
+
+    pub fn set_engine(&self, engine: Option<EngineHandle>) {
+        *lock(&self.engine) = engine;
+    }
+
+    pub fn engine(&self) -> Option<EngineHandle> {
+        lock(&self.engine).clone()
+    }
+
+    pub fn set_open(&self, id: Option<ConversationId>) {
+        *lock(&self.open) = id;
+    }
+
+    pub fn open(&self) -> Option<ConversationId> {
+        lock(&self.open).clone()
+    }
+
+    pub fn set_draft(&self, text: &str) {
+        text.clone_into(&mut lock(&self.draft));
+    }
+
+    pub fn draft(&self) -> String {
+        lock(&self.draft).clone()
+    }
+
+    pub fn set_last_reply(&self, stats: ReplyStats) {
+        *lock(&self.last_reply) = Some(stats);
+    }
+
+    pub fn last_reply(&self) -> Option<ReplyStats> {
+        lock(&self.last_reply).clone()
+    }
+
+    pub fn busy(&self) -> bool {
+        self.replying.load(Ordering::Relaxed) || self.summarizing.load(Ordering::Relaxed)
+    }
+}

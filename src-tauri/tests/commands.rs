@@ -1,0 +1,326 @@
+//! The app's commands on Tauri's mock runtime with the real model: called directly, with test
+//! Channels collecting what a webview would receive.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use companion_app::commands::{app, chat as chat_cmd, conversations, settings as settings_cmd};
+use companion_app::shared::Phase;
+use companion_app::{AppConfig, AppState};
+use serde_json::{Value, json};
+use tauri::ipc::{Channel, InvokeResponseBody};
+use tauri::test::{MockRuntime, mock_builder, mock_context, noop_assets};
+use tauri::{App, Manager};
+
+struct TestApp {
+    app: App<MockRuntime>,
+    _dir: Option<tempfile::TempDir>,
+}
+
+fn config(dir: &std::path::Path) -> AppConfig {
+    AppConfig {
+        database: dir.join("companion.db"),
+        settings_file: dir.join("settings.json"),
+        models_dir: dir.join("models"),
+    }
+}
+
+/// Settings as a user would have saved them: a small context and short greedy replies.
+fn write_settings(dir: &std::path::Path, extra: Value) {
+    let mut s = json!({
+        "temperature": 0.0,
+        "maxTokens": 24,
+        "contextSize": 1024,
+        "threads": 2,
+    });
+    for (k, v) in extra.as_object().unwrap() {
+        s[k] = v.clone();
+    }
+    std::fs::write(
+        dir.join("settings.json"),
+        json!({ "settings": s }).to_string(),
+    )
+    .unwrap();
+}
+
+fn start(dir: &std::path::Path) -> App<MockRuntime> {
+    let mut app = companion_app::builder(mock_builder(), config(dir))
+        .build(mock_context(noop_assets()))
+        .expect("the app builds on the mock runtime");
+    // the setup hook (state, worker, engine load) runs with the event loop's first turn
+    #[allow(deprecated)]
+    app.run_iteration(|_, _| {});
+    app
+}
+
+fn wait_ready(app: &App<MockRuntime>) -> companion_app::shared::AppStateView {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let s = app::app_state(app.state::<AppState>());
+        if s.phase != Phase::Loading || Instant::now() > deadline {
+            return s;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn fresh() -> TestApp {
+    let dir = tempfile::tempdir().unwrap();
+    write_settings(dir.path(), json!({}));
+    let app = start(dir.path());
+    let s = wait_ready(&app);
+    assert_eq!(s.phase, Phase::Ready, "{:?}", s.error);
+    TestApp {
+        app,
+        _dir: Some(dir),
+    }
+}
+
+/// A Channel that records every event as JSON.
+fn recorder() -> (Channel<chat_cmd::ChatEvent>, Arc<Mutex<Vec<Value>>>) {
+    let events = Arc::new(Mutex::new(Vec::new()));
+    let sink = events.clone();
+    let channel = Channel::new(move |body: InvokeResponseBody| {
+        let value = match body {
+            InvokeResponseBody::Json(s) => serde_json::from_str(&s).unwrap(),
+            InvokeResponseBody::Raw(_) => panic!("chat events are JSON"),
+        };
+        sink.lock().unwrap().push(value);
+        Ok(())
+    });
+    (channel, events)
+}
+
+fn kinds(events: &[Value]) -> Vec<String> {
+    events
+        .iter()
+        .map(|e| e["event"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_turn_streams_in_order_and_the_sidebar_sees_it() {
+    let t = fresh();
+    let state = t.app.state::<AppState>();
+    let opened = conversations::create_conversation(state.clone())
+        .await
+        .unwrap();
+    assert!(opened.messages.is_empty());
+
+    let (channel, events) = recorder();
+    let reply = chat_cmd::send_message(
+        state.clone(),
+        "Name three colors of the rainbow.".into(),
+        channel,
+    )
+    .await
+    .unwrap();
+    let events = events.lock().unwrap().clone();
+    let k = kinds(&events);
+    assert_eq!(k.first().map(String::as_str), Some("user"), "{k:?}");
+    assert_eq!(k.last().map(String::as_str), Some("done"), "{k:?}");
+    assert!(k.iter().filter(|e| *e == "text").count() >= 2, "{k:?}");
+    assert_eq!(events[0]["data"]["seq"], 0);
+    assert_eq!(events[0]["data"]["role"], "user");
+    let streamed: String = events
+        .iter()
+        .filter(|e| e["event"] == "text")
+        .map(|e| e["data"].as_str().unwrap())
+        .collect();
+    assert_eq!(streamed, reply.text);
+    assert_eq!(reply.seq, 1);
+    let stats = reply.stats.as_ref().expect("the reply carries its timings");
+    assert!(stats.tokens_per_second > 0.0 && stats.time_to_first_token_ms > 0.0);
+    assert!(app::status(state.clone()).last_reply.is_some());
+
+    let list = conversations::list_conversations(state.clone())
+        .await
+        .unwrap();
+    assert_eq!(list.len(), 1);
+    assert_eq!(list[0].title, "Name three colors of the rainbow.");
+    assert_eq!(list[0].message_count, 2);
+
+    let hits = conversations::search_conversations(state.clone(), "rainbow".into())
+        .await
+        .unwrap();
+    assert!(
+        hits.iter()
+            .any(|h| h.seq == Some(0) && h.segments.iter().any(|s| s.hit)),
+        "{hits:?}"
+    );
+
+    let id = list[0].id.clone();
+    let renamed = conversations::rename_conversation(state.clone(), id.clone(), "  Colors ".into())
+        .await
+        .unwrap();
+    assert_eq!(renamed.title, "Colors");
+    assert!(
+        conversations::rename_conversation(state.clone(), id.clone(), " ".into())
+            .await
+            .is_err()
+    );
+    assert!(
+        conversations::set_pinned(state.clone(), id.clone(), true)
+            .await
+            .unwrap()
+            .pinned
+    );
+
+    // regenerate: the same question, answered again in place (greedy: the same answer)
+    let (channel, events) = recorder();
+    let again = chat_cmd::regenerate(state.clone(), channel).await.unwrap();
+    assert_eq!(again.seq, 1);
+    assert_eq!(again.text, reply.text);
+    assert_eq!(events.lock().unwrap()[0]["data"]["seq"], 0);
+
+    // edit the question: everything after it goes, the new one is answered
+    let (channel, _) = recorder();
+    let edited = chat_cmd::edit_message(
+        state.clone(),
+        events.lock().unwrap()[0]["data"]["id"].as_i64().unwrap(),
+        "What is 2 + 2?".into(),
+        channel,
+    )
+    .await
+    .unwrap();
+    assert_eq!(edited.seq, 1);
+    let reopened = conversations::open_conversation(state.clone(), id.clone())
+        .await
+        .unwrap();
+    assert_eq!(reopened.messages.len(), 2);
+    assert_eq!(reopened.messages[0].text, "What is 2 + 2?");
+
+    conversations::delete_conversation(state.clone(), id)
+        .await
+        .unwrap();
+    assert!(
+        conversations::list_conversations(state.clone())
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert!(state.shared.open().is_none());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn stop_keeps_the_partial_reply_as_stopped() {
+    let t = fresh();
+    let state = t.app.state::<AppState>();
+    let mut s = settings_cmd::get_settings(state.clone());
+    s.max_tokens = 400;
+    let handle = t.app.handle().clone();
+    let applied = settings_cmd::set_settings(handle, state.clone(), s)
+        .await
+        .unwrap();
+    assert!(!applied.reloading, "max tokens apply without a reload");
+    conversations::create_conversation(state.clone())
+        .await
+        .unwrap();
+
+    let events = Arc::new(Mutex::new(Vec::new()));
+    let sink = events.clone();
+    let stopper = t.app.handle().clone();
+    let channel = Channel::new(move |body: InvokeResponseBody| {
+        if let InvokeResponseBody::Json(s) = body {
+            let v: Value = serde_json::from_str(&s).unwrap();
+            let texts = {
+                let mut e = sink.lock().unwrap();
+                e.push(v.clone());
+                e.iter().filter(|e| e["event"] == "text").count()
+            };
+            if texts == 3 {
+                chat_cmd::stop_reply(stopper.state::<AppState>());
+            }
+        }
+        Ok(())
+    });
+    let reply = chat_cmd::send_message(
+        state.clone(),
+        "Write a long story about a lighthouse keeper.".into(),
+        channel,
+    )
+    .await
+    .unwrap();
+    assert_eq!(reply.status, memory::MessageStatus::Stopped);
+    let n = reply.stats.as_ref().unwrap().generated_tokens;
+    assert!(
+        (3..20).contains(&n),
+        "stopped soon after the third piece, not at {n} tokens"
+    );
+    let id = state.shared.open().unwrap();
+    let stored = conversations::open_conversation(state.clone(), id.0)
+        .await
+        .unwrap();
+    assert_eq!(stored.messages[1].status, memory::MessageStatus::Stopped);
+    assert_eq!(stored.messages[1].text, reply.text);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_missing_model_fails_with_what_to_do_and_conversations_stay_listed() {
+    let dir = tempfile::tempdir().unwrap();
+    write_settings(
+        dir.path(),
+        json!({ "modelPath": dir.path().join("nope.gguf") }),
+    );
+    let app = start(dir.path());
+    let s = wait_ready(&app);
+    assert_eq!(s.phase, Phase::Failed);
+    let e = s.error.unwrap();
+    assert_eq!(e.code, "model_not_found");
+    assert!(
+        e.message.contains("import a GGUF file in the model panel"),
+        "{}",
+        e.message
+    );
+    let state = app.state::<AppState>();
+    assert!(
+        conversations::list_conversations(state.clone())
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    let err = conversations::create_conversation(state.clone())
+        .await
+        .unwrap_err();
+    assert_eq!(err.code, "not_ready");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn after_a_restart_the_conversation_resumes_from_its_snapshot() {
+    let dir = tempfile::tempdir().unwrap();
+    write_settings(dir.path(), json!({}));
+    let id;
+    let first;
+    {
+        let app = start(dir.path());
+        assert_eq!(wait_ready(&app).phase, Phase::Ready);
+        let state = app.state::<AppState>();
+        id = conversations::create_conversation(state.clone())
+            .await
+            .unwrap()
+            .conversation
+            .id;
+        let (channel, _) = recorder();
+        first = chat_cmd::send_message(state.clone(), "Say hello.".into(), channel)
+            .await
+            .unwrap();
+        companion_app::on_exit(app.handle());
+    }
+    let app = start(dir.path());
+    assert_eq!(wait_ready(&app).phase, Phase::Ready);
+    let state = app.state::<AppState>();
+    let list = conversations::list_conversations(state.clone())
+        .await
+        .unwrap();
+    assert_eq!(list.len(), 1);
+    let opened = conversations::open_conversation(state.clone(), id)
+        .await
+        .unwrap();
+    assert_eq!(opened.messages.len(), 2);
+    assert_eq!(opened.messages[1].text, first.text);
+    assert!(
+        matches!(opened.resume, chat::Resume::Snapshot { tokens } if tokens > 0),
+        "{:?}",
+        opened.resume
+    );
+}

@@ -1,0 +1,435 @@
+//! End to end on the real app and the real model: the built `companion-app` in WebKitGTK,
+//! driven over WebDriver (tauri-driver + WebKitWebDriver) the way a user would: type and watch
+//! the reply stream in, stop a reply, create / switch / rename / search / delete
+//! conversations, restart the app and find the conversation with its history. Screenshots of
+//! the main views go to `$CARGO_TARGET_TMPDIR/e2e-screenshots/`. It prints the app's
+//! start-to-ready time and the UI's send-to-first-token time with and without a typed draft.
+//!
+//! Needs a display (CI runs it under `xvfb-run`) and `tauri-driver` (`scripts/setup-app`
+//! installs both); without them it fails and says so: it never passes without running.
+
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command};
+use std::time::{Duration, Instant};
+
+use fantoccini::{Client, ClientBuilder, Locator};
+use serde_json::{Value, json};
+
+const DRIVER_PORT: u16 = 4444;
+const ENTER: &str = "\u{E007}";
+
+/// tauri-driver (and the WebKitWebDriver and app it starts) in its own process group, ended
+/// as a group: killing only the driver would leave the app running.
+struct Driver(Child);
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        let pgid = self.0.id().to_string();
+        let _ = Command::new("kill")
+            .args(["-TERM", "--", &format!("-{pgid}")])
+            .status();
+        let _ = self.0.wait();
+    }
+}
+
+fn tauri_driver() -> PathBuf {
+    if let Some(p) = std::env::var_os("TAURI_DRIVER") {
+        return p.into();
+    }
+    let cargo_bin = std::env::var_os("CARGO_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cargo")))
+        .map(|h| h.join("bin/tauri-driver"));
+    match cargo_bin {
+        Some(p) if p.exists() => p,
+        _ => PathBuf::from("tauri-driver"),
+    }
+}
+
+fn start_driver(home: &Path) -> Driver {
+    assert!(
+        std::env::var_os("DISPLAY").is_some(),
+        "no display: run the end-to-end test under xvfb-run (scripts/test does)"
+    );
+    use std::os::unix::process::CommandExt;
+    let model = engine::default_model_path();
+    assert!(
+        model.exists(),
+        "the model is missing: run scripts/fetch-model"
+    );
+    let child = Command::new(tauri_driver())
+        .args(["--port", &DRIVER_PORT.to_string()])
+        .process_group(0)
+        // the app's data, settings and WebKit's caches in a directory of this test's own
+        .env("XDG_DATA_HOME", home.join("data"))
+        .env("XDG_CONFIG_HOME", home.join("config"))
+        .env("XDG_CACHE_HOME", home.join("cache"))
+        .env("COMPANION_MODEL", &model)
+        .env("COMPANION_DB", home.join("companion.db"))
+        .env("COMPANION_SEED", "7")
+        .spawn()
+        .unwrap_or_else(|e| {
+            panic!("tauri-driver cannot start ({e}): run scripts/setup-app, which installs it")
+        });
+    let driver = Driver(child);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while TcpStream::connect(("127.0.0.1", DRIVER_PORT)).is_err() {
+        assert!(
+            Instant::now() < deadline,
+            "tauri-driver did not listen on port {DRIVER_PORT}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    driver
+}
+
+/// A WebDriver session: tauri-driver launches the app for it.
+async fn launch() -> Client {
+    let mut caps = serde_json::Map::new();
+    caps.insert(
+        "tauri:options".into(),
+        json!({ "application": env!("CARGO_BIN_EXE_companion-app") }),
+    );
+    ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())
+        .capabilities(caps)
+        .connect(&format!("http://127.0.0.1:{DRIVER_PORT}"))
+        .await
+        .expect("a WebDriver session with the app")
+}
+
+async fn js(c: &Client, script: &str) -> Value {
+    c.execute(script, vec![]).await.expect(script)
+}
+
+/// Poll `condition` (a JS expression) until it is true.
+async fn wait_for(c: &Client, condition: &str, timeout: Duration) {
+    let deadline = Instant::now() + timeout;
+    let script = format!("return !!({condition});");
+    loop {
+        if js(c, &script).await == json!(true) {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out waiting for: {condition}"
+        );
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+}
+
+async fn screenshot(c: &Client, name: &str) {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("e2e-screenshots");
+    std::fs::create_dir_all(&dir).unwrap();
+    let png = c.screenshot().await.expect("a screenshot");
+    std::fs::write(dir.join(format!("{name}.png")), png).unwrap();
+}
+
+async fn click(c: &Client, css: &str) {
+    c.find(Locator::Css(css))
+        .await
+        .unwrap_or_else(|e| panic!("{css}: {e}"))
+        .click()
+        .await
+        .unwrap_or_else(|e| panic!("click {css}: {e}"));
+}
+
+const LAST_ASSISTANT: &str =
+    "[...document.querySelectorAll('.message[data-role=assistant]')].pop()";
+
+/// Type `text` and press Enter; returns whether partial text was seen while it streamed.
+async fn send(c: &Client, text: &str) -> bool {
+    let composer = c.find(Locator::Css("#composer")).await.unwrap();
+    composer.send_keys(text).await.unwrap();
+    composer.send_keys(ENTER).await.unwrap();
+    let mut saw_partial = false;
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let v = js(
+            c,
+            &format!(
+                "const m = {LAST_ASSISTANT}; return m ? [m.dataset.status, m.querySelector('.message-text').textContent] : null;"
+            ),
+        )
+        .await;
+        if let Some([status, text]) = v.as_array().map(|a| [a[0].clone(), a[1].clone()]) {
+            let streaming = status == json!("streaming");
+            if streaming && !text.as_str().unwrap_or("").trim().is_empty() {
+                saw_partial = true;
+            }
+            if !streaming
+                && js(c, "return document.querySelector('#stop').hidden").await == json!(true)
+            {
+                return saw_partial;
+            }
+        }
+        assert!(Instant::now() < deadline, "the reply did not finish");
+        tokio::time::sleep(Duration::from_millis(15)).await;
+    }
+}
+
+/// Records, in the page, when Enter is pressed in the composer and when the first piece of
+/// the streaming reply appears.
+const FIRST_TOKEN_PROBE: &str = r#"
+window.__t = { sent: null, first: null };
+if (!window.__probe) {
+  window.__probe = true;
+  document.addEventListener('keydown', e => {
+    if (e.target.id === 'composer' && e.key === 'Enter' && !e.shiftKey) window.__t.sent = performance.now();
+  }, true);
+  new MutationObserver(() => {
+    const t = window.__t;
+    if (t.sent === null || t.first !== null) return;
+    const m = [...document.querySelectorAll('.message[data-role=assistant]')].pop();
+    if (m && m.dataset.status === 'streaming' && m.querySelector('.message-text').textContent.trim()) t.first = performance.now();
+  }).observe(document.body, { subtree: true, childList: true, characterData: true });
+}
+"#;
+
+async fn first_token_ms(c: &Client) -> f64 {
+    wait_for(c, "window.__t.first !== null", Duration::from_secs(60)).await;
+    js(c, "return window.__t.first - window.__t.sent")
+        .await
+        .as_f64()
+        .unwrap()
+}
+
+async fn wait_idle(c: &Client) {
+    wait_for(
+        c,
+        &format!("document.querySelector('#stop').hidden && !({LAST_ASSISTANT}?.dataset.status === 'streaming')"),
+        Duration::from_secs(120),
+    )
+    .await;
+}
+
+/// The list entry of conversation `id`.
+fn item(id: &str) -> String {
+    format!(".conversation-item[data-id='{id}']")
+}
+
+/// A JS condition: the element `css` exists and is not hidden.
+fn shown(css: &str) -> String {
+    format!("document.querySelector(\"{css}\") && !document.querySelector(\"{css}\").hidden")
+}
+
+/// A JS condition: a message of the user's containing `text` is on screen.
+fn user_message(text: &str) -> String {
+    format!(
+        "[...document.querySelectorAll('.message[data-role=user]')].some(m => m.textContent.includes({}))",
+        json!(text)
+    )
+}
+
+async fn wait_ready(c: &Client) {
+    wait_for(
+        c,
+        "document.body.dataset.phase === 'ready'",
+        Duration::from_secs(60),
+    )
+    .await;
+}
+
+/// The id of the listed conversation whose entry mentions `text`.
+async fn listed(c: &Client, text: &str) -> String {
+    let script = format!(
+        "return [...document.querySelectorAll('.conversation-item')].find(i => i.textContent.includes({}))?.dataset.id",
+        json!(text)
+    );
+    js(c, &script)
+        .await
+        .as_str()
+        .unwrap_or_else(|| panic!("no conversation mentioning {text} is listed"))
+        .to_string()
+}
+
+/// Click conversation `id` in the list and wait until it is open with `text` on screen.
+async fn open(c: &Client, id: &str, text: &str) {
+    click(c, &format!("{} .conversation-title", item(id))).await;
+    let active = format!(
+        "document.querySelector(\"{}\")?.classList.contains('active')",
+        item(id)
+    );
+    wait_for(c, &active, Duration::from_secs(30)).await;
+    wait_for(c, &user_message(text), Duration::from_secs(30)).await;
+}
+
+const LONG_MESSAGE: &str = "I am planning a week-long trip through the north of Italy in the spring. \
+I like museums, small towns, long walks and good food, but I do not like crowds or long drives. \
+I will travel by train and stay in three places at most. Which three places would you choose, \
+and what would you do on each day?";
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_app_end_to_end() {
+    let home = tempfile::tempdir().unwrap();
+    // a user's saved settings: greedy replies of a bounded length, a 2048-token context
+    let settings_dir = home.path().join("data/app.companion.desktop");
+    std::fs::create_dir_all(&settings_dir).unwrap();
+    let settings = json!({"settings": {"temperature": 0.0, "maxTokens": 160, "contextSize": 2048}});
+    std::fs::write(settings_dir.join("settings.json"), settings.to_string()).unwrap();
+    let _driver = start_driver(home.path());
+
+    // --- first launch
+    let launched = Instant::now();
+    let c = launch().await;
+    wait_ready(&c).await;
+    let start_to_ready = launched.elapsed();
+    screenshot(&c, "01-ready").await;
+
+    // streamed text arrives while the reply is generated
+    let saw_partial = send(&c, "What is the capital of France?").await;
+    assert!(
+        saw_partial,
+        "the reply's text appeared only at the end, not streamed"
+    );
+    let reply = js(
+        &c,
+        &format!("return {LAST_ASSISTANT}.querySelector('.message-text').textContent"),
+    )
+    .await;
+    assert!(!reply.as_str().unwrap().trim().is_empty());
+    assert_eq!(
+        js(&c, &format!("return {LAST_ASSISTANT}.dataset.status")).await,
+        json!("complete")
+    );
+    screenshot(&c, "02-chat").await;
+
+    // stop a reply: the partial text stays, marked stopped
+    let composer = c.find(Locator::Css("#composer")).await.unwrap();
+    composer
+        .send_keys("Write a very long story about a dragon who learns to cook.")
+        .await
+        .unwrap();
+    composer.send_keys(ENTER).await.unwrap();
+    let streaming = format!(
+        "{LAST_ASSISTANT}?.dataset.status === 'streaming' && {LAST_ASSISTANT}.querySelector('.message-text').textContent.trim().length > 0"
+    );
+    wait_for(&c, &streaming, Duration::from_secs(60)).await;
+    click(&c, "#stop").await;
+    wait_for(
+        &c,
+        &format!("{LAST_ASSISTANT}.dataset.status === 'stopped'"),
+        Duration::from_secs(30),
+    )
+    .await;
+    wait_for(
+        &c,
+        "document.querySelector('#stop').hidden",
+        Duration::from_secs(10),
+    )
+    .await;
+    screenshot(&c, "03-stopped").await;
+
+    // send-to-first-token in the UI: without a draft (text set at once, then Enter) ...
+    js(&c, FIRST_TOKEN_PROBE).await;
+    let set_text = format!(
+        "const t = document.querySelector('#composer'); t.value = {}; t.focus();",
+        json!(LONG_MESSAGE)
+    );
+    js(&c, &set_text).await;
+    c.find(Locator::Css("#composer"))
+        .await
+        .unwrap()
+        .send_keys(ENTER)
+        .await
+        .unwrap();
+    let cold_ms = first_token_ms(&c).await;
+    wait_idle(&c).await;
+    // ... and with a draft typed first (prefilled while "typing"), then Enter
+    js(&c, FIRST_TOKEN_PROBE).await;
+    let composer = c.find(Locator::Css("#composer")).await.unwrap();
+    composer
+        .send_keys(&LONG_MESSAGE.replace("Italy", "Spain"))
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(2000)).await;
+    composer.send_keys(ENTER).await.unwrap();
+    let drafted_ms = first_token_ms(&c).await;
+    wait_idle(&c).await;
+
+    // a second conversation, then switch back to the first
+    click(&c, "#new-conversation").await;
+    wait_for(
+        &c,
+        "document.querySelectorAll('.message').length === 0",
+        Duration::from_secs(30),
+    )
+    .await;
+    send(&c, "Tell me about penguins.").await;
+    wait_for(
+        &c,
+        "document.querySelectorAll('.conversation-item').length === 2",
+        Duration::from_secs(10),
+    )
+    .await;
+    let france = listed(&c, "capital of France").await;
+    let penguins = listed(&c, "penguins").await;
+    open(&c, &france, "capital of France").await;
+
+    // rename: the old title is selected when the field opens, so typing replaces it
+    // (WebDriver's `clear` would blur the field, which ends the rename)
+    click(&c, &format!("{} .rename", item(&france))).await;
+    let input = c.find(Locator::Css("input.rename-input")).await.unwrap();
+    input.send_keys(&format!("Geography{ENTER}")).await.unwrap();
+    let renamed = format!(
+        "document.querySelector(\"{} .conversation-title\")?.textContent.trim() === 'Geography'",
+        item(&france)
+    );
+    wait_for(&c, &renamed, Duration::from_secs(10)).await;
+
+    // search: a result opens its conversation at the message; Escape brings the list back
+    let search = c.find(Locator::Css("#search")).await.unwrap();
+    search.send_keys("penguins").await.unwrap();
+    let result = format!(".search-result[data-conversation-id='{penguins}']");
+    wait_for(&c, &shown(&result), Duration::from_secs(10)).await;
+    screenshot(&c, "04-search").await;
+    click(&c, &result).await;
+    wait_for(&c, &user_message("penguins"), Duration::from_secs(30)).await;
+    search.send_keys("\u{E00C}").await.unwrap();
+    wait_for(&c, &shown("#conversation-list"), Duration::from_secs(5)).await;
+
+    // delete, with confirmation
+    click(&c, &format!("{} .delete", item(&penguins))).await;
+    wait_for(&c, &shown("#confirm-dialog"), Duration::from_secs(5)).await;
+    screenshot(&c, "05-confirm-delete").await;
+    click(&c, "#confirm-ok").await;
+    let deleted = format!(
+        "!document.querySelector(\"{}\") && document.querySelectorAll('.conversation-item').length === 1",
+        item(&penguins)
+    );
+    wait_for(&c, &deleted, Duration::from_secs(10)).await;
+
+    click(&c, "#open-settings").await;
+    wait_for(&c, &shown("#settings-panel"), Duration::from_secs(5)).await;
+    screenshot(&c, "06-settings").await;
+    c.close().await.unwrap();
+
+    // --- restart: the conversation is there with its history
+    let relaunched = Instant::now();
+    let c = launch().await;
+    wait_ready(&c).await;
+    let restart_to_ready = relaunched.elapsed();
+    wait_for(
+        &c,
+        &format!("document.querySelector(\"{}\")", item(&france)),
+        Duration::from_secs(10),
+    )
+    .await;
+    open(&c, &france, "capital of France").await;
+    let messages = js(&c, "return document.querySelectorAll('.message').length").await;
+    assert!(
+        messages.as_u64().unwrap() >= 8,
+        "the whole history came back: {messages} messages"
+    );
+    screenshot(&c, "07-after-restart").await;
+    c.close().await.unwrap();
+
+    println!(
+        "app start to ready: {:.2} s (first launch), {:.2} s (restart)",
+        start_to_ready.as_secs_f64(),
+        restart_to_ready.as_secs_f64()
+    );
+    println!(
+        "UI send to first token: {cold_ms:.0} ms without a draft, {drafted_ms:.0} ms with a typed draft"
+    );
+}
