@@ -17,6 +17,7 @@ const COMMANDS: &[&str] = &[
     "regenerate",
     "edit_message",
     "stop_reply",
+    "resume_reply",
     "get_settings",
     "set_settings",
     "model_info",

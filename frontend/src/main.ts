@@ -9,7 +9,7 @@ import { createChat } from "./chat";
 import { initConfirm } from "./confirm";
 import { mostRecent } from "./conversations";
 import { createDocuments } from "./documents";
-import { required } from "./dom";
+import { el, required } from "./dom";
 import { createLayout } from "./layout";
 import { closeTopModal } from "./modal";
 import { createModelPanel } from "./model-panel";
@@ -78,7 +78,17 @@ function boot(): void {
     },
     onThermal(notice) {
       statusLine.showThermal(notice.state, notice.message);
-      showNotice(notice.message, { key: "thermal", timeoutMs: 10_000 });
+      const paused = notice.ratePercent === 0;
+      const shown = showNotice(notice.message, { key: "thermal", timeoutMs: paused ? undefined : 10_000 });
+      if (paused) {
+        // the reply waits for the device to cool down, unless the user chooses to go on
+        const goOn = el("button", { type: "button", class: "resume-reply", text: "Go on anyway" });
+        goOn.addEventListener("click", () => {
+          shown.remove();
+          call("resume_reply").catch(showError);
+        });
+        shown.insertBefore(goOn, shown.lastElementChild);
+      }
     },
   });
 

@@ -2,7 +2,7 @@
 // select — and the check of what the user typed (one sentence per problem). Pure data and functions.
 import type { Device, Settings, Theme } from "./types";
 
-export type NumberKey = { [K in keyof Settings]: Settings[K] extends number ? K : never }[keyof Settings];
+export type NumberKey = { [K in keyof Settings]-?: Settings[K] extends number ? K : never }[keyof Settings];
 
 export interface NumberField {
   key: NumberKey;

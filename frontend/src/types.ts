@@ -205,6 +205,8 @@ export interface Commands {
   regenerate: { args: { onEvent: unknown }; result: MessageView };
   edit_message: { args: { messageId: number; text: string; onEvent: unknown }; result: MessageView };
   stop_reply: { args: Record<string, never>; result: null };
+  /** A reply paused because the device is critically hot goes on (at the hot pace). */
+  resume_reply: { args: Record<string, never>; result: null };
   get_settings: { args: Record<string, never>; result: Settings };
   set_settings: { args: { settings: Settings }; result: SettingsApplied };
   model_info: { args: Record<string, never>; result: ModelView | null };

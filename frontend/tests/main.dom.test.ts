@@ -4,7 +4,7 @@
 import { beforeAll, describe, expect, it, vi } from "vitest";
 import { fakeBackend, loadPage, press, settle, typeInto, type FakeBackend } from "./page";
 import type { FakeChannel } from "./tauri-mock";
-import type { AppState, DocumentEvent, MessageView, Settings } from "../src/types";
+import type { AppState, ChatEvent, DocumentEvent, MessageView, Settings } from "../src/types";
 
 const drop = vi.hoisted(() => ({ handler: null as null | ((event: { payload: unknown }) => void) }));
 
@@ -53,6 +53,8 @@ describe("the app", () => {
   let appStates: AppState[];
   let documentChannel: FakeChannel<DocumentEvent> | null = null;
   let finishDocument: ((value: { conversationId: string }) => void) | null = null;
+  let chatChannel: FakeChannel<ChatEvent> | null = null;
+  let finishReply: ((value: MessageView) => void) | null = null;
   const ready: AppState = { phase: "ready", stage: null, error: null, notices: ["The database was damaged and set aside."] };
 
   beforeAll(async () => {
@@ -109,6 +111,11 @@ describe("the app", () => {
         return new Promise((resolve) => (finishDocument = resolve));
       }) as never,
       set_draft: () => null,
+      send_message: ((args: { onEvent: unknown }) => {
+        chatChannel = args.onEvent as FakeChannel<ChatEvent>;
+        return new Promise((resolve) => (finishReply = resolve));
+      }) as never,
+      resume_reply: () => null,
     });
     await import("../src/main");
     await settle(450);
@@ -203,5 +210,28 @@ describe("the app", () => {
     typeInto($<HTMLInputElement>("#search"), "x");
     press($("#search"), "Escape");
     expect($<HTMLInputElement>("#search").value).toBe("");
+  });
+
+  it("a reply paused by a very hot device goes on when the user asks", async () => {
+    const composer = $<HTMLTextAreaElement>("#composer");
+    typeInto(composer, "Tell me more.");
+    press(composer, "Enter");
+    await settle();
+    expect(chatChannel).not.toBeNull();
+    chatChannel!.onmessage({ event: "user", data: msg(3, "user", "Tell me more.") });
+    chatChannel!.onmessage({
+      event: "thermal",
+      data: { state: "critical", previous: "serious", ratePercent: 0, fewerThreads: true, backgroundPaused: true, message: "The device is very hot: the reply is paused." },
+    });
+    await settle();
+    expect($("#notices").textContent).toContain("the reply is paused");
+    $(".resume-reply").click();
+    await settle();
+    expect(backend.callsOf("resume_reply")).toHaveLength(1);
+    expect(document.querySelector(".resume-reply")).toBeNull();
+    const reply = { ...msg(4, "assistant", "More."), stats: null };
+    chatChannel!.onmessage({ event: "done", data: reply });
+    finishReply!(reply);
+    await settle();
   });
 });

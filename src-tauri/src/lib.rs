@@ -56,6 +56,7 @@ pub fn builder<R: Runtime>(builder: tauri::Builder<R>, config: AppConfig) -> tau
             commands::chat::regenerate,
             commands::chat::edit_message,
             commands::chat::stop_reply,
+            commands::chat::resume_reply,
             commands::settings::get_settings,
             commands::settings::set_settings,
             commands::model::model_info,

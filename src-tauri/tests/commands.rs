@@ -324,3 +324,65 @@ async fn after_a_restart_the_conversation_resumes_from_its_snapshot() {
         opened.resume
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_dropped_document_is_summarized_into_a_conversation() {
+    use companion_app::commands::documents;
+    let t = fresh();
+    let state = t.app.state::<AppState>();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("lighthouse.txt");
+    let text = "The lighthouse on the northern cape was built in 1852 from granite quarried nearby. \
+For a century its keepers lit the lamp every evening and wound the clockwork that turned the lens.\n\n\
+In 1962 the light was automated and the last keeper left. The keeper's house became a small museum \
+about the ships that were saved and the ones that were lost on the reef below.\n\n";
+    std::fs::write(&file, text.repeat(3)).unwrap();
+
+    // a path the user did not drop (or pick) is refused, whatever it is
+    let (channel, _) = recorder_of::<documents::DocumentEvent>();
+    let path = file.display().to_string();
+    let refused = documents::summarize_dropped(state.clone(), path.clone(), channel)
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code, "not_granted");
+
+    state.grant([file.clone()]);
+    let (channel, events) = recorder_of::<documents::DocumentEvent>();
+    let done = documents::summarize_dropped(state.clone(), path, channel)
+        .await
+        .unwrap();
+    let events = events.lock().unwrap().clone();
+    let k = kinds(&events);
+    assert_eq!(k.first().map(String::as_str), Some("started"), "{k:?}");
+    assert!(k.iter().any(|e| e == "progress"), "{k:?}");
+    assert_eq!(k.last().map(String::as_str), Some("done"), "{k:?}");
+    assert_eq!(
+        events.last().unwrap()["data"]["conversationId"],
+        json!(done.conversation_id)
+    );
+
+    // the summary is a conversation the user can go on with
+    let opened = conversations::open_conversation(state.clone(), done.conversation_id)
+        .await
+        .unwrap();
+    assert_eq!(opened.conversation.title, "Summary of lighthouse.txt");
+    assert_eq!(opened.messages.len(), 2);
+    assert!(!opened.messages[1].text.trim().is_empty());
+    let (channel, _) = recorder();
+    let reply = chat_cmd::send_message(state.clone(), "When was it automated?".into(), channel)
+        .await
+        .unwrap();
+    assert_eq!(reply.seq, 3);
+}
+
+fn recorder_of<T: serde::Serialize + Clone>() -> (Channel<T>, Arc<Mutex<Vec<Value>>>) {
+    let events = Arc::new(Mutex::new(Vec::new()));
+    let sink = events.clone();
+    let channel = Channel::new(move |body: InvokeResponseBody| {
+        if let InvokeResponseBody::Json(s) = body {
+            sink.lock().unwrap().push(serde_json::from_str(&s).unwrap());
+        }
+        Ok(())
+    });
+    (channel, events)
+}

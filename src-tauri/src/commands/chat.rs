@@ -111,6 +111,15 @@ pub fn stop_reply(state: State<'_, AppState>) {
     state.shared.reply_cancel.store(true, Ordering::Relaxed);
 }
 
+/// A reply paused because the device is critically hot goes on, at the hot pace: the user
+/// chose to.
+#[tauri::command]
+pub fn resume_reply(state: State<'_, AppState>) {
+    if let Some(engine) = state.shared.engine() {
+        engine.resume();
+    }
+}
+
 /// Run one turn on the worker, streaming it to `channel`. A conversation is created first if
 /// none is open.
 fn turn(
