@@ -76,19 +76,9 @@ fn fresh() -> TestApp {
     }
 }
 
-/// A Channel that records every event as JSON.
+/// A Channel that records every chat event as JSON.
 fn recorder() -> (Channel<chat_cmd::ChatEvent>, Arc<Mutex<Vec<Value>>>) {
-    let events = Arc::new(Mutex::new(Vec::new()));
-    let sink = events.clone();
-    let channel = Channel::new(move |body: InvokeResponseBody| {
-        let value = match body {
-            InvokeResponseBody::Json(s) => serde_json::from_str(&s).unwrap(),
-            InvokeResponseBody::Raw(_) => panic!("chat events are JSON"),
-        };
-        sink.lock().unwrap().push(value);
-        Ok(())
-    });
-    (channel, events)
+    recorder_of()
 }
 
 fn kinds(events: &[Value]) -> Vec<String> {
@@ -174,15 +164,11 @@ async fn a_turn_streams_in_order_and_the_sidebar_sees_it() {
     assert_eq!(events.lock().unwrap()[0]["data"]["seq"], 0);
 
     // edit the question: everything after it goes, the new one is answered
+    let question = events.lock().unwrap()[0]["data"]["id"].as_i64().unwrap();
     let (channel, _) = recorder();
-    let edited = chat_cmd::edit_message(
-        state.clone(),
-        events.lock().unwrap()[0]["data"]["id"].as_i64().unwrap(),
-        "What is 2 + 2?".into(),
-        channel,
-    )
-    .await
-    .unwrap();
+    let edited = chat_cmd::edit_message(state.clone(), question, "What is 2 + 2?".into(), channel)
+        .await
+        .unwrap();
     assert_eq!(edited.seq, 1);
     let reopened = conversations::open_conversation(state.clone(), id.clone())
         .await
@@ -375,14 +361,103 @@ about the ships that were saved and the ones that were lost on the reef below.\n
     assert_eq!(reply.seq, 3);
 }
 
+/// A Channel that records every event as JSON.
 fn recorder_of<T: serde::Serialize + Clone>() -> (Channel<T>, Arc<Mutex<Vec<Value>>>) {
     let events = Arc::new(Mutex::new(Vec::new()));
     let sink = events.clone();
     let channel = Channel::new(move |body: InvokeResponseBody| {
-        if let InvokeResponseBody::Json(s) = body {
-            sink.lock().unwrap().push(serde_json::from_str(&s).unwrap());
+        match body {
+            InvokeResponseBody::Json(s) => {
+                sink.lock().unwrap().push(serde_json::from_str(&s).unwrap())
+            }
+            InvokeResponseBody::Raw(_) => panic!("events are JSON"),
         }
         Ok(())
     });
     (channel, events)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn engine_settings_and_a_model_switch_reload_and_reopen_the_conversation() {
+    use companion_app::commands::model;
+    let t = fresh();
+    let state = t.app.state::<AppState>();
+    let id = conversations::create_conversation(state.clone())
+        .await
+        .unwrap()
+        .conversation
+        .id;
+    let (channel, _) = recorder();
+    chat_cmd::send_message(state.clone(), "Hello.".into(), channel)
+        .await
+        .unwrap();
+    let info = model::model_info(state.clone()).await.unwrap().unwrap();
+    assert_eq!(info.sha256, engine::DEFAULT_MODEL_SHA256);
+    assert_eq!(info.context, 1024);
+
+    // a new context size: the engine reloads in the background and reopens the conversation
+    let mut s = settings_cmd::get_settings(state.clone());
+    s.context_size = 2048;
+    let applied = settings_cmd::set_settings(t.app.handle().clone(), state.clone(), s)
+        .await
+        .unwrap();
+    assert!(applied.reloading);
+    assert_eq!(app::app_state(state.clone()).phase, Phase::Loading);
+    assert_eq!(wait_ready(&t.app).phase, Phase::Ready);
+    assert_eq!(
+        model::model_info(state.clone())
+            .await
+            .unwrap()
+            .unwrap()
+            .context,
+        2048
+    );
+    assert_eq!(state.shared.open().map(|i| i.0), Some(id.clone()));
+
+    // a model outside the models directory is refused; one inside is switched to
+    let outside = state
+        .config
+        .models_dir
+        .parent()
+        .unwrap()
+        .join("elsewhere.gguf");
+    let refused = model::switch_model(
+        t.app.handle().clone(),
+        state.clone(),
+        outside.display().to_string(),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(refused.code, "unknown_model");
+    std::fs::create_dir_all(&state.config.models_dir).unwrap();
+    let copy = state.config.models_dir.join("copy-of-gemma.gguf");
+    std::fs::copy(engine::default_model_path(), &copy).unwrap();
+    let listed = model::list_models(state.clone()).await.unwrap();
+    assert!(
+        listed
+            .iter()
+            .any(|m| m.file_name == "copy-of-gemma.gguf" && !m.current),
+        "{listed:?}"
+    );
+    model::switch_model(
+        t.app.handle().clone(),
+        state.clone(),
+        copy.display().to_string(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(wait_ready(&t.app).phase, Phase::Ready);
+    let info = model::model_info(state.clone()).await.unwrap().unwrap();
+    assert_eq!(info.file_name, "copy-of-gemma.gguf");
+    assert!(
+        model::list_models(state.clone())
+            .await
+            .unwrap()
+            .iter()
+            .any(|m| m.current && m.file_name == "copy-of-gemma.gguf")
+    );
+    // the same weights, so the conversation's snapshot still fits and it is open again
+    assert_eq!(state.shared.open().map(|i| i.0), Some(id));
+    let saved = settings_cmd::get_settings(state.clone());
+    assert_eq!(saved.model_path.as_deref(), Some(copy.as_path()));
 }

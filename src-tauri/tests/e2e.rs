@@ -17,6 +17,8 @@ use fantoccini::{Client, ClientBuilder, Locator};
 use serde_json::{Value, json};
 
 const DRIVER_PORT: u16 = 4444;
+/// Where tauri-driver starts WebKitWebDriver (its default `--native-port`).
+const NATIVE_DRIVER_PORT: u16 = 4445;
 const ENTER: &str = "\u{E007}";
 
 /// tauri-driver (and the WebKitWebDriver and app it starts) in its own process group, ended
@@ -73,13 +75,16 @@ fn start_driver(home: &Path) -> Driver {
             panic!("tauri-driver cannot start ({e}): run scripts/setup-app, which installs it")
         });
     let driver = Driver(child);
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while TcpStream::connect(("127.0.0.1", DRIVER_PORT)).is_err() {
-        assert!(
-            Instant::now() < deadline,
-            "tauri-driver did not listen on port {DRIVER_PORT}"
-        );
-        std::thread::sleep(Duration::from_millis(100));
+    // tauri-driver proxies to WebKitWebDriver, which it starts itself: wait for both
+    let deadline = Instant::now() + Duration::from_secs(30);
+    for port in [DRIVER_PORT, NATIVE_DRIVER_PORT] {
+        while TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(
+                Instant::now() < deadline,
+                "the WebDriver did not listen on port {port}"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
     }
     driver
 }
@@ -91,11 +96,23 @@ async fn launch() -> Client {
         "tauri:options".into(),
         json!({ "application": env!("CARGO_BIN_EXE_companion-app") }),
     );
-    ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())
-        .capabilities(caps)
-        .connect(&format!("http://127.0.0.1:{DRIVER_PORT}"))
-        .await
-        .expect("a WebDriver session with the app")
+    // a loaded machine can be slow to answer the first request: a few tries, then fail
+    let mut tries = 0;
+    loop {
+        let session = ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())
+            .capabilities(caps.clone())
+            .connect(&format!("http://127.0.0.1:{DRIVER_PORT}"))
+            .await;
+        match session {
+            Ok(client) => return client,
+            Err(e) if tries < 4 => {
+                tries += 1;
+                eprintln!("WebDriver session not started ({e}); trying again");
+                tokio::time::sleep(Duration::from_secs(2)).await;
+            }
+            Err(e) => panic!("no WebDriver session with the app: {e}"),
+        }
+    }
 }
 
 async fn js(c: &Client, script: &str) -> Value {
@@ -422,6 +439,24 @@ async fn the_app_end_to_end() {
         "the whole history came back: {messages} messages"
     );
     screenshot(&c, "07-after-restart").await;
+
+    // the iPhone layout: at 360 px wide nothing overflows and the sidebar is a slide-over
+    c.set_window_size(360, 740).await.unwrap();
+    wait_for(&c, "window.innerWidth <= 380", Duration::from_secs(10)).await;
+    let fits = "document.documentElement.scrollWidth <= window.innerWidth \
+        && document.querySelector('#send').getBoundingClientRect().right <= window.innerWidth";
+    wait_for(&c, fits, Duration::from_secs(5)).await;
+    let sidebar_visible = "(() => { const r = document.querySelector('#new-conversation').getBoundingClientRect(); \
+        return r.width > 0 && r.left >= 0 && r.right <= window.innerWidth; })()";
+    assert_eq!(
+        js(&c, &format!("return {sidebar_visible}")).await,
+        json!(false),
+        "the sidebar hides at 360 px"
+    );
+    screenshot(&c, "08-narrow").await;
+    click(&c, "#toggle-sidebar").await;
+    wait_for(&c, sidebar_visible, Duration::from_secs(5)).await;
+    screenshot(&c, "09-narrow-sidebar").await;
     c.close().await.unwrap();
 
     println!(
