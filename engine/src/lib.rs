@@ -48,6 +48,13 @@ pub fn default_model_path() -> std::path::PathBuf {
     if let Some(p) = std::env::var_os("COMPANION_MODEL").filter(|p| !p.is_empty()) {
         return p.into();
     }
+    models_dir().join(DEFAULT_MODEL_FILE)
+}
+
+/// The models directory: `$XDG_CACHE_HOME/companion/models` (`~/.cache/...` on Linux,
+/// `~/Library/Caches/...` on macOS), where the default model is fetched and the app copies the
+/// models it imports.
+pub fn models_dir() -> std::path::PathBuf {
     let cache = std::env::var_os("XDG_CACHE_HOME")
         .filter(|p| !p.is_empty())
         .map(std::path::PathBuf::from)
@@ -62,10 +69,7 @@ pub fn default_model_path() -> std::path::PathBuf {
             })
         })
         .unwrap_or_else(|| std::path::PathBuf::from("."));
-    cache
-        .join("companion")
-        .join("models")
-        .join(DEFAULT_MODEL_FILE)
+    cache.join("companion").join("models")
 }
 
 pub const DEFAULT_MODEL_FILE: &str = "gemma-3-270m-q4_k_m.gguf";

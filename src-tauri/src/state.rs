@@ -32,30 +32,9 @@ impl AppConfig {
         AppConfig {
             database: memory::default_database_path(),
             settings_file: PathBuf::from("settings.json"),
-            models_dir: default_models_dir(),
+            models_dir: engine::models_dir(),
         }
     }
-}
-
-/// The cache's models directory, where `scripts/fetch-model` puts the default model
-/// (`engine::default_model_path` without `COMPANION_MODEL`).
-fn default_models_dir() -> PathBuf {
-    std::env::var_os("XDG_CACHE_HOME")
-        .filter(|p| !p.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| {
-            std::env::var_os("HOME").map(|h| {
-                let home = PathBuf::from(h);
-                if cfg!(target_os = "macos") {
-                    home.join("Library/Caches")
-                } else {
-                    home.join(".cache")
-                }
-            })
-        })
-        .unwrap_or_else(|| PathBuf::from("."))
-        .join("companion")
-        .join("models")
 }
 
 pub struct AppState {

@@ -32,25 +32,19 @@ pub fn status(state: State<'_, AppState>) -> StatusView {
         .as_ref()
         .map(|e| e.thermal_state())
         .unwrap_or(engine::ThermalState::Unknown);
+    // the engine's own sentence for the state it obeys; nothing to say while the device is cool
+    let thermal_message = engine
+        .as_ref()
+        .filter(|_| thermal != engine::ThermalState::Nominal)
+        .map(|e| engine::ThermalNotice::new(thermal, thermal, e.thermal().config(), false).message);
     StatusView {
         phase: state.shared.phase(),
         backend: engine.as_ref().map(|e| e.info().device.to_string()),
         last_reply: state.shared.last_reply(),
         memory_bytes: resident_bytes(),
         thermal,
-        thermal_message: thermal_message(thermal),
+        thermal_message,
         busy: state.shared.busy(),
-    }
-}
-
-fn thermal_message(state: engine::ThermalState) -> Option<String> {
-    use engine::ThermalState::*;
-    match state {
-        Nominal => None,
-        Fair => Some("The device is warm: replies are paced a little to keep it cool.".into()),
-        Serious => Some("The device is hot: replies are slower until it cools down.".into()),
-        Critical => Some("The device is very hot: replies pause until it cools down.".into()),
-        Unknown => Some("The device's temperature cannot be read here.".into()),
     }
 }
 

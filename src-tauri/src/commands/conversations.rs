@@ -25,15 +25,16 @@ const SEARCH_LIMIT: i64 = 50;
 
 /// The list row of one conversation.
 pub fn item(store: &Store, id: &ConversationId) -> Result<ConversationItem> {
-    let conversation = store.conversation(id)?;
-    let messages = store.messages(id)?;
-    let preview = messages.last().map(|m| m.text.chars().take(120).collect());
-    Ok(ConversationListItem {
+    Ok(row(store.conversation(id)?, &store.messages(id)?))
+}
+
+fn row(conversation: memory::Conversation, messages: &[memory::Message]) -> ConversationItem {
+    ConversationListItem {
         conversation,
         message_count: messages.len() as i64,
-        preview,
+        preview: messages.last().map(|m| m.text.chars().take(120).collect()),
     }
-    .into())
+    .into()
 }
 
 fn opened(
@@ -43,9 +44,10 @@ fn opened(
 ) -> Result<OpenedConversation> {
     worker.shared.set_open(Some(id.clone()));
     let store = worker.manager()?.store();
+    let messages = store.messages(id)?;
     Ok(OpenedConversation {
-        conversation: item(store, id)?,
-        messages: store.messages(id)?.iter().map(MessageView::from).collect(),
+        conversation: row(store.conversation(id)?, &messages),
+        messages: messages.iter().map(MessageView::from).collect(),
         resume,
     })
 }
