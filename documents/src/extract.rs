@@ -8,9 +8,7 @@
 
 use std::path::{Path, PathBuf};
 
-use sha2::{Digest, Sha256};
-
-use crate::decode::decode;
+use crate::document::Document;
 use crate::error::{Error, Result};
 
 /// Wide enough that html2text never wraps a paragraph: line breaks inside a paragraph would
@@ -35,7 +33,7 @@ impl Format {
         }
     }
 
-    fn from_extension(path: &Path) -> Option<Format> {
+    pub(crate) fn from_extension(path: &Path) -> Option<Format> {
         let ext = path.extension()?.to_str()?.to_ascii_lowercase();
         Some(match ext.as_str() {
             "txt" | "text" => Format::Text,
@@ -46,7 +44,7 @@ impl Format {
         })
     }
 
-    fn sniff(bytes: &[u8]) -> Format {
+    pub(crate) fn sniff(bytes: &[u8]) -> Format {
         if bytes.starts_with(b"%PDF-") {
             return Format::Pdf;
         }
@@ -60,7 +58,8 @@ impl Format {
     }
 }
 
-/// A document's text and what it was read from.
+/// A document's whole text and what it was read from: for small documents and tests. A long
+/// document is read piece by piece through [`Document::text`] instead.
 #[derive(Debug, Clone)]
 pub struct Extracted {
     pub text: String,
@@ -75,56 +74,25 @@ pub struct Extracted {
 
 /// Read and extract the file at `path`.
 pub fn extract(path: &Path) -> Result<Extracted> {
-    let bytes = std::fs::read(path).map_err(|source| Error::Unreadable {
-        path: path.to_path_buf(),
-        source,
-    })?;
-    extract_bytes(path, &bytes)
+    whole(Document::open(path)?)
 }
 
 /// Extract `bytes`, read from `path` (which names the file in errors and gives the format).
 pub fn extract_bytes(path: &Path, bytes: &[u8]) -> Result<Extracted> {
-    let path_buf = || path.to_path_buf();
-    if bytes.is_empty() {
-        return Err(Error::Empty { path: path_buf() });
-    }
-    let format = Format::from_extension(path).unwrap_or_else(|| Format::sniff(bytes));
-    let (raw, encoding) = match format {
-        Format::Pdf => (pdf_text(path, bytes)?, None),
-        Format::Text | Format::Markdown | Format::Html => {
-            let decoded = decode(bytes).ok_or_else(|| Error::Binary { path: path_buf() })?;
-            let text = if format == Format::Html {
-                html_text(&decoded.text)
-            } else {
-                decoded.text
-            };
-            (text, Some(decoded.encoding))
-        }
-    };
-    let text = normalize(&raw);
-    if text.is_empty() {
-        let hint = match format {
-            Format::Pdf => {
-                Some("it may be scanned pages; Companion does not read text in images".to_string())
-            }
-            Format::Html => Some("the page has markup but no text".to_string()),
-            Format::Text | Format::Markdown => Some("only whitespace".to_string()),
-        };
-        return Err(Error::NoText {
-            path: path_buf(),
-            hint,
-        });
-    }
+    whole(Document::from_bytes(path, bytes.to_vec())?)
+}
+
+fn whole(document: Document) -> Result<Extracted> {
     Ok(Extracted {
-        text,
-        format,
-        encoding,
-        byte_count: bytes.len() as u64,
-        sha256: hex_sha256(bytes),
+        text: document.read_to_string()?,
+        format: document.format,
+        encoding: document.encoding,
+        byte_count: document.byte_count,
+        sha256: document.sha256,
     })
 }
 
-fn html_text(html: &str) -> String {
+pub(crate) fn html_text(html: &str) -> String {
     // html2text only fails on a broken reader or an impossible width; a string never breaks
     html2text::config::plain_no_decorate()
         .allow_width_overflow()
@@ -132,7 +100,7 @@ fn html_text(html: &str) -> String {
         .unwrap_or_default()
 }
 
-fn pdf_text(path: &Path, bytes: &[u8]) -> Result<String> {
+pub(crate) fn pdf_text(path: &Path, bytes: &[u8]) -> Result<String> {
     let pdf_error = |message: String| Error::Pdf {
         path: PathBuf::from(path),
         message,
@@ -153,46 +121,9 @@ fn pdf_text(path: &Path, bytes: &[u8]) -> Result<String> {
     }
 }
 
-/// Unix line ends, no stray NULs or byte-order marks, no trailing spaces on lines, at most one
-/// blank line between paragraphs (PDF text layers are full of runs of them), trimmed.
-fn normalize(raw: &str) -> String {
-    let mut out = String::with_capacity(raw.len());
-    let mut blank_run = 0usize;
-    for line in raw.split('\n') {
-        let line = line
-            .trim_end_matches(['\r', ' ', '\t'])
-            .replace(['\u{0}', '\u{feff}'], "");
-        if line.trim().is_empty() {
-            blank_run += 1;
-            continue;
-        }
-        if !out.is_empty() {
-            out.push_str(if blank_run > 0 { "\n\n" } else { "\n" });
-        }
-        blank_run = 0;
-        out.push_str(&line);
-    }
-    out
-}
-
-fn hex_sha256(bytes: &[u8]) -> String {
-    Sha256::digest(bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn normalize_keeps_paragraphs_and_drops_noise() {
-        assert_eq!(
-            normalize("\r\n  a  \r\nb\r\n\r\n\r\n\n c\u{feff}\t\n\n"),
-            "  a\nb\n\n c"
-        );
-    }
 
     #[test]
     fn the_format_comes_from_the_extension_then_the_content() {

@@ -121,3 +121,50 @@ fn a_file_without_a_known_extension_is_sniffed() {
         Format::Pdf
     );
 }
+
+/// A text file several blocks long, in three encodings: the stream of pieces is the whole
+/// text (characters cut by block ends included), and what identifies the file is its bytes.
+#[test]
+fn a_long_text_file_is_read_as_a_stream_equal_to_the_whole() {
+    use sha2::{Digest, Sha256};
+    let dir = tempfile::tempdir().unwrap();
+    let paragraph = "Café crème, déjà vu — naïve façade; the end of a line.  \r\nNext line.\n\n\n";
+    let text: String = (0..4000).map(|i| format!("{i}. {paragraph}")).collect();
+    assert!(text.len() > 5 * 64 * 1024);
+    let expected = documents::normalize::normalize(&text);
+    let utf16: Vec<u8> = [0xFF, 0xFE]
+        .into_iter()
+        .chain(text.encode_utf16().flat_map(|u| u.to_le_bytes()))
+        .collect();
+    let (latin, _, lossy) = encoding_rs::WINDOWS_1252.encode(&text);
+    assert!(!lossy);
+    for (name, bytes, encoding) in [
+        ("utf8.txt", text.as_bytes().to_vec(), "UTF-8"),
+        ("utf16.txt", utf16, "UTF-16LE"),
+        ("latin.md", latin.into_owned(), "windows-1252"),
+    ] {
+        let path = dir.path().join(name);
+        std::fs::write(&path, &bytes).unwrap();
+        let doc = documents::Document::open(&path).unwrap();
+        assert_eq!(doc.encoding, Some(encoding), "{name}");
+        assert_eq!(doc.byte_count, bytes.len() as u64);
+        let sha: String = Sha256::digest(&bytes)
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        assert_eq!(doc.sha256, sha);
+        let mut stream = doc.text().unwrap();
+        let (mut joined, mut pieces) = (String::new(), 0);
+        while let Some(piece) = stream.next_piece().unwrap() {
+            assert!(
+                piece.len() <= 4 * 64 * 1024,
+                "{name}: {} bytes",
+                piece.len()
+            );
+            joined.push_str(&piece);
+            pieces += 1;
+        }
+        assert!(pieces >= 4, "{name}: {pieces} pieces");
+        assert!(joined == expected, "{name}: the streamed text differs");
+    }
+}

@@ -9,8 +9,12 @@
 //! repetition penalty (as [`crate::EngineSummarizer`]): the same document gives the same
 //! summaries, which is what makes a resumed job equal to an uninterrupted one.
 //!
-//! Memory stays bounded by the document's text, never by its tokens: chunks are byte ranges
-//! of the text, and only one chunk's tokens exist at a time. The job runs on the engine's one
+//! Memory stays bounded whatever the document's size: its text is read as a stream
+//! ([`documents::Document::text`]) and cut by a [`documents::ChunkStream`] holding a bounded
+//! window; a level's summaries are not kept in memory but read back from the store one by one
+//! as the next level groups them, so at most one group of summaries is held at a time. A first
+//! pass over the stream counts the chunks (tokenizing is thousands of times faster than
+//! summarizing), so progress has its true total from the start. The job runs on the engine's one
 //! session between user turns, waits while the engine asks background work to pause
 //! (thermal state serious or worse), and stops between two decode steps when cancelled.
 
@@ -20,7 +24,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use documents::Extracted;
+use documents::{ChunkStream, ChunkText, Document};
 use engine::{ChatMessage, EngineHandle, Prompt, StopReason};
 use memory::{ChunkSummary, DocumentKey, DocumentRecord, Store};
 use serde::Serialize;
@@ -34,7 +38,7 @@ const COMBINE_INSTRUCTION: &str = "The text above is a series of summaries of co
 
 /// Changes whenever the prompts or the way chunks are cut change: stored summaries made the
 /// old way are then not reused.
-const PROMPT_VERSION: u32 = 2;
+const PROMPT_VERSION: u32 = 3;
 
 /// The line between the text and the instruction. A small model that echoes its prompt
 /// reproduces it before repeating the instruction, so the summary stops there.
@@ -103,8 +107,6 @@ pub struct DocumentSummary {
     /// The whole summary came from the store: nothing was generated.
     pub from_store: bool,
     pub seconds: f64,
-    /// Every stored summary, by level and index.
-    pub chunk_summaries: Vec<ChunkSummary>,
 }
 
 /// One document summarization on an engine and a store. `cancel` may be set from any thread.
@@ -119,7 +121,6 @@ pub struct DocumentJob<'a> {
 struct Run<'a, F> {
     job: &'a DocumentJob<'a>,
     record: DocumentRecord,
-    stored: Vec<ChunkSummary>,
     progress: JobProgress,
     started: Instant,
     computed: usize,
@@ -134,21 +135,18 @@ impl DocumentJob<'_> {
         path: &Path,
         on_progress: impl FnMut(&JobProgress),
     ) -> Result<DocumentSummary> {
-        let extracted = documents::extract(path)?;
-        self.run_extracted(path, &extracted, on_progress)
+        let document = Document::open(path)?;
+        self.run_document(&document, on_progress)
     }
 
-    /// Summarize a document already read from `path` (a caller that wants to refuse a bad
-    /// file before loading the model extracts it first).
-    pub fn run_extracted(
+    /// Summarize a document already opened (a caller that wants to refuse a bad file before
+    /// loading the model opens it first).
+    pub fn run_document(
         &self,
-        path: &Path,
-        extracted: &Extracted,
+        document: &Document,
         on_progress: impl FnMut(&JobProgress),
     ) -> Result<DocumentSummary> {
         let started = Instant::now();
-        let tokenizer = self.engine.tokenizer();
-        let count = |text: &str| tokenizer.encode(text, false).map(|ids| ids.len());
         let instruction_tokens = chat_ids(self.engine, CHUNK_INSTRUCTION, "")?
             .len()
             .max(chat_ids(self.engine, COMBINE_INSTRUCTION, "")?.len());
@@ -162,7 +160,7 @@ impl DocumentJob<'_> {
             summary_tokens: self.params.summary_tokens,
         })?;
         let key = DocumentKey {
-            sha256: extracted.sha256.clone(),
+            sha256: document.sha256.clone(),
             model: self.engine.model_sha256()?,
             settings: serde_json::json!({
                 "context": self.params.context,
@@ -171,47 +169,69 @@ impl DocumentJob<'_> {
             })
             .to_string(),
         };
-        let shown_path = absolute(path).display().to_string();
+        let shown_path = absolute(&document.path).display().to_string();
         let mut record = self
             .store
-            .open_document(&key, &shown_path, extracted.byte_count)?;
+            .open_document(&key, &shown_path, document.byte_count)?;
         if self.params.force {
             self.store.reset_document(record.id)?;
+            record.chunk_count = None;
         }
+        let summary_of =
+            |done: DocumentRecord, reused, from_store, chunks, levels, tokens| DocumentSummary {
+                summary: done.summary.clone().unwrap_or_default(),
+                format: document.format.name(),
+                encoding: document.encoding,
+                chunks,
+                levels,
+                input_tokens: tokens,
+                reused,
+                from_store,
+                seconds: started.elapsed().as_secs_f64(),
+                document: done,
+            };
         // a finished document is answered before any tokenizing: that is the point of storing it
         if !self.params.force
             && let Some(done) = self.store.finished_document(&key)?
         {
-            let stored = self.store.chunk_summaries(done.id)?;
-            return Ok(DocumentSummary {
-                summary: done.summary.clone().unwrap_or_default(),
-                format: extracted.format.name(),
-                encoding: extracted.encoding,
-                chunks: done.chunk_count.unwrap_or(0),
-                levels: stored.iter().map(|c| c.level + 1).max().unwrap_or(1),
-                input_tokens: stored
-                    .iter()
-                    .filter(|c| c.level == 0)
-                    .map(|c| c.input_tokens)
-                    .sum(),
-                reused: stored.len(),
-                from_store: true,
-                seconds: started.elapsed().as_secs_f64(),
-                chunk_summaries: stored,
-                document: done,
-            });
+            let (levels, tokens) = self.store.document_totals(done.id)?;
+            let chunks = done.chunk_count.unwrap_or(0);
+            return Ok(summary_of(
+                done,
+                chunks,
+                true,
+                chunks,
+                levels.max(1),
+                tokens,
+            ));
         }
-        let chunks = documents::split(&extracted.text, budget, count)?;
-        self.store
-            .set_document_chunk_count(record.id, chunks.len())?;
-        record.chunk_count = Some(chunks.len());
-        let stored = self.store.chunk_summaries(record.id)?;
+        // how many chunks: known from an earlier run of this job, else counted in a first pass
+        let chunk_count = match record.chunk_count {
+            Some(n) => n,
+            None => {
+                let mut n = 0;
+                for chunk in self.chunks(document, budget)? {
+                    chunk?;
+                    n += 1;
+                }
+                self.store.set_document_chunk_count(record.id, n)?;
+                record.chunk_count = Some(n);
+                n
+            }
+        };
+        if chunk_count == 0 {
+            // the document was checked for text when opened; it changed since
+            return Err(documents::Error::NoText {
+                path: document.path.clone(),
+                hint: Some("the file changed while it was read".into()),
+            }
+            .into());
+        }
         let total =
-            chunks.len() + plan::reduce_steps(chunks.len(), budget, self.params.summary_tokens);
+            chunk_count + plan::reduce_steps(chunk_count, budget, self.params.summary_tokens);
         let mut run = Run {
             job: self,
             record,
-            stored,
             progress: JobProgress {
                 level: 0,
                 done: 0,
@@ -228,64 +248,65 @@ impl DocumentJob<'_> {
         };
         run.report();
 
-        // map: every chunk of the document
-        let mut level: Vec<String> = Vec::with_capacity(chunks.len());
-        for (idx, chunk) in chunks.iter().enumerate() {
-            let summary = run.step(
-                0,
-                idx,
-                CHUNK_INSTRUCTION,
-                chunk.text(&extracted.text),
-                chunk.tokens,
-            )?;
-            level.push(summary);
+        // map: every chunk of the document, as the stream gives them
+        let mut input_tokens = 0;
+        let mut chunks = 0;
+        for (idx, chunk) in self.chunks(document, budget)?.enumerate() {
+            let chunk = chunk?;
+            input_tokens += chunk.tokens;
+            chunks += 1;
+            run.step(0, idx, CHUNK_INSTRUCTION, &chunk.text, chunk.tokens)?;
+        }
+        if chunks != chunk_count {
+            // the file changed between the passes: its hash no longer names what was read
+            return Err(documents::Error::Unreadable {
+                path: document.path.clone(),
+                source: std::io::Error::other("the file changed while it was summarized"),
+            }
+            .into());
         }
         // reduce: groups of summaries, level by level, until one is left
+        let mut items = chunks;
         let mut depth = 0;
-        while level.len() > 1 {
+        while items > 1 {
             depth += 1;
-            let tokens = level
-                .iter()
-                .map(|s| count(s))
-                .collect::<engine::Result<Vec<_>>>()?;
-            let groups = plan::group(&tokens, budget);
+            let groups = run.count_groups(depth - 1, items, budget)?;
             // what is known now replaces the estimate for this level and those above
             run.progress.total = run.progress.done
-                + groups.len()
-                + plan::reduce_steps(groups.len(), budget, self.params.summary_tokens);
+                + groups
+                + plan::reduce_steps(groups, budget, self.params.summary_tokens);
             run.progress.level = depth;
-            let mut next = Vec::with_capacity(groups.len());
-            for (idx, group) in groups.into_iter().enumerate() {
-                let input_tokens = tokens[group.clone()].iter().sum::<usize>()
-                    + plan::SEAM_TOKENS * (group.len() - 1);
-                let summary = if group.len() == 1 {
-                    // a lone summary is carried up as it is: summarizing it again only loses
-                    run.carry(depth, idx, &level[group.start], input_tokens)?
-                } else {
-                    let text = level[group].join("\n\n");
-                    run.step(depth, idx, COMBINE_INSTRUCTION, &text, input_tokens)?
-                };
-                next.push(summary);
-            }
-            level = next;
+            run.reduce_level(depth, items, budget)?;
+            items = groups;
         }
-        let summary = level.pop().unwrap_or_default();
+        let summary = run.summary_at(depth, 0)?;
         self.store.finish_document(run.record.id, &summary)?;
-        let document = self.store.find_document(&key)?.unwrap_or(run.record);
-        let chunk_summaries = self.store.chunk_summaries(document.id)?;
-        Ok(DocumentSummary {
-            summary,
-            document,
-            format: extracted.format.name(),
-            encoding: extracted.encoding,
-            chunks: chunks.len(),
-            levels: depth + 1,
-            input_tokens: chunks.iter().map(|c| c.tokens).sum(),
-            reused: run.progress.reused,
-            from_store: false,
-            seconds: started.elapsed().as_secs_f64(),
-            chunk_summaries,
-        })
+        let document_record = self
+            .store
+            .find_document(&key)?
+            .unwrap_or(run.record.clone());
+        Ok(summary_of(
+            document_record,
+            run.progress.reused,
+            false,
+            chunks,
+            depth + 1,
+            input_tokens,
+        ))
+    }
+
+    /// The document's chunks, streamed: each fits the budget beside the instruction.
+    fn chunks<'d>(
+        &self,
+        document: &'d Document,
+        budget: usize,
+    ) -> Result<impl Iterator<Item = Result<ChunkText>> + 'd> {
+        let tokenizer = self.engine.tokenizer().clone();
+        let mut text = document.text()?;
+        let read = move || text.next_piece().map_err(Error::from);
+        let count =
+            move |piece: &str| -> Result<usize> { Ok(tokenizer.encode(piece, false)?.len()) };
+        Ok(ChunkStream::new(read, budget, count))
     }
 }
 
@@ -299,11 +320,11 @@ impl<F: FnMut(&JobProgress)> Run<'_, F> {
         instruction: &str,
         text: &str,
         input_tokens: usize,
-    ) -> Result<String> {
-        if let Some(summary) = self.stored(level, idx) {
+    ) -> Result<()> {
+        if self.stored(level, idx)?.is_some() {
             self.progress.reused += 1;
             self.advance();
-            return Ok(summary);
+            return Ok(());
         }
         self.wait_while_paused()?;
         let began = Instant::now();
@@ -314,7 +335,7 @@ impl<F: FnMut(&JobProgress)> Run<'_, F> {
         self.computed += 1;
         self.computed_seconds += began.elapsed().as_secs_f64();
         self.advance();
-        Ok(summary)
+        Ok(())
     }
 
     fn carry(
@@ -323,12 +344,12 @@ impl<F: FnMut(&JobProgress)> Run<'_, F> {
         idx: usize,
         summary: &str,
         input_tokens: usize,
-    ) -> Result<String> {
-        if self.stored(level, idx).is_none() {
+    ) -> Result<()> {
+        if self.stored(level, idx)?.is_none() {
             self.save(level, idx, input_tokens, summary)?;
         }
         self.advance();
-        Ok(summary.to_string())
+        Ok(())
     }
 
     /// Commit one summary at once: a crash after this point does not lose it.
@@ -342,11 +363,73 @@ impl<F: FnMut(&JobProgress)> Run<'_, F> {
         Ok(self.job.store.put_chunk_summary(self.record.id, &chunk)?)
     }
 
-    fn stored(&self, level: usize, idx: usize) -> Option<String> {
-        self.stored
-            .binary_search_by(|c| (c.level, c.idx).cmp(&(level, idx)))
-            .ok()
-            .map(|i| self.stored[i].summary.clone())
+    fn stored(&self, level: usize, idx: usize) -> Result<Option<String>> {
+        Ok(self
+            .job
+            .store
+            .chunk_summary(self.record.id, level, idx)?
+            .map(|c| c.summary))
+    }
+
+    /// A summary this job has made (or found): read back from the store.
+    fn summary_at(&self, level: usize, idx: usize) -> Result<String> {
+        self.stored(level, idx)?.ok_or_else(|| {
+            memory::Error::InvalidArgument(format!(
+                "the summary {idx} of level {level} is missing from the store"
+            ))
+            .into()
+        })
+    }
+
+    /// How many groups the `items` summaries of `level` make.
+    fn count_groups(&self, level: usize, items: usize, budget: usize) -> Result<usize> {
+        let tokenizer = self.job.engine.tokenizer();
+        let mut grouping = plan::Grouping::new(budget);
+        let mut groups = 0;
+        for idx in 0..items {
+            let tokens = tokenizer
+                .encode(&self.summary_at(level, idx)?, false)?
+                .len();
+            groups += usize::from(grouping.add(tokens));
+        }
+        Ok(groups)
+    }
+
+    /// Summarize the groups of level `depth - 1`'s `items` summaries into level `depth`,
+    /// holding one group at a time.
+    fn reduce_level(&mut self, depth: usize, items: usize, budget: usize) -> Result<()> {
+        let tokenizer = self.job.engine.tokenizer().clone();
+        let mut grouping = plan::Grouping::new(budget);
+        let mut group: Vec<(String, usize)> = Vec::new();
+        let mut idx = 0;
+        for item in 0..items {
+            let summary = self.summary_at(depth - 1, item)?;
+            let tokens = tokenizer.encode(&summary, false)?.len();
+            if grouping.add(tokens) && !group.is_empty() {
+                self.reduce_group(depth, idx, &std::mem::take(&mut group))?;
+                idx += 1;
+            }
+            group.push((summary, tokens));
+        }
+        if !group.is_empty() {
+            self.reduce_group(depth, idx, &group)?;
+        }
+        Ok(())
+    }
+
+    fn reduce_group(&mut self, depth: usize, idx: usize, group: &[(String, usize)]) -> Result<()> {
+        let input_tokens =
+            group.iter().map(|(_, t)| t).sum::<usize>() + plan::SEAM_TOKENS * (group.len() - 1);
+        if let [(lone, _)] = group {
+            // a lone summary is carried up as it is: summarizing it again only loses
+            return self.carry(depth, idx, lone, input_tokens);
+        }
+        let text = group
+            .iter()
+            .map(|(s, _)| s.as_str())
+            .collect::<Vec<_>>()
+            .join("\n\n");
+        self.step(depth, idx, COMBINE_INSTRUCTION, &text, input_tokens)
     }
 
     fn advance(&mut self) {

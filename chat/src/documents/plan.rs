@@ -23,22 +23,34 @@ pub fn chunk_budget(
     (budget >= 2 * summary_tokens + SEAM_TOKENS).then_some(budget)
 }
 
-/// Consecutive groups of items (given by their token counts) that fit `budget` with a seam
-/// between items; every group holds at least one item. Ranges of indices.
-pub fn group(tokens: &[usize], budget: usize) -> Vec<std::ops::Range<usize>> {
-    let mut groups = Vec::new();
-    let mut start = 0;
-    while start < tokens.len() {
-        let mut end = start + 1;
-        let mut used = tokens[start];
-        while end < tokens.len() && used + SEAM_TOKENS + tokens[end] <= budget {
-            used += SEAM_TOKENS + tokens[end];
-            end += 1;
-        }
-        groups.push(start..end);
-        start = end;
+/// Greedy grouping of items that arrive one at a time: consecutive items fill a group while
+/// they fit `budget` with a seam between them; every group holds at least one item.
+#[derive(Debug, Clone)]
+pub struct Grouping {
+    budget: usize,
+    /// Tokens of the group being filled, seams included; `None` before the first item.
+    used: Option<usize>,
+}
+
+impl Grouping {
+    pub fn new(budget: usize) -> Grouping {
+        Grouping { budget, used: None }
     }
-    groups
+
+    /// Add an item of `tokens` tokens: `true` when it starts a new group (the first item
+    /// always does).
+    pub fn add(&mut self, tokens: usize) -> bool {
+        match self.used {
+            Some(used) if used + SEAM_TOKENS + tokens <= self.budget => {
+                self.used = Some(used + SEAM_TOKENS + tokens);
+                false
+            }
+            _ => {
+                self.used = Some(tokens);
+                true
+            }
+        }
+    }
 }
 
 /// Steps (summaries to make) of the levels above one with `items` summaries, assuming every
@@ -56,6 +68,21 @@ pub fn reduce_steps(mut items: usize, budget: usize, summary_tokens: usize) -> u
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Consecutive groups of items (given by their token counts) that fit `budget` with a seam
+    /// between items; every group holds at least one item. Ranges of indices.
+    pub fn group(tokens: &[usize], budget: usize) -> Vec<std::ops::Range<usize>> {
+        let mut groups: Vec<std::ops::Range<usize>> = Vec::new();
+        let mut grouping = Grouping::new(budget);
+        for (i, &t) in tokens.iter().enumerate() {
+            if grouping.add(t) {
+                groups.push(i..i + 1);
+            } else if let Some(last) = groups.last_mut() {
+                last.end = i + 1;
+            }
+        }
+        groups
+    }
 
     #[test]
     fn the_budget_leaves_room_for_instruction_and_summary() {

@@ -37,7 +37,7 @@ pub struct Args {
 
 pub fn run(args: Args) -> Result<()> {
     // read the file before loading the model: a bad input is answered at once
-    let extracted = documents::extract(&args.file)?;
+    let document = documents::Document::open(&args.file)?;
     let store = args.store.open()?;
     let engine = args.model.spawn()?;
     let cancel = Arc::new(AtomicBool::new(false));
@@ -58,7 +58,7 @@ pub fn run(args: Args) -> Result<()> {
     };
     let mut stderr = std::io::stderr();
     let mut drew = false;
-    let result = job.run_extracted(&args.file, &extracted, |p| {
+    let result = job.run_document(&document, |p| {
         let _ = write!(stderr, "\r{}", progress_line(p));
         let _ = stderr.flush();
         drew = true;
@@ -87,7 +87,7 @@ pub fn run(args: Args) -> Result<()> {
             "seconds": done.seconds,
             "inputTokensPerSecond": throughput,
             "peakRssBytes": super::peak_rss_bytes(),
-            "chunkSummaries": done.chunk_summaries,
+            "chunkSummaries": store.chunk_summaries(done.document.id)?,
         });
         println!("{out}");
     } else {

@@ -174,6 +174,47 @@ impl Store {
         Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
 
+    /// One stored summary, or `None` when it has not been made yet: what a streaming job reads
+    /// instead of holding a whole level in memory.
+    pub fn chunk_summary(
+        &self,
+        id: DocumentId,
+        level: usize,
+        idx: usize,
+    ) -> Result<Option<ChunkSummary>> {
+        Ok(self
+            .conn
+            .query_row(
+                "SELECT input_tokens, summary FROM document_chunks
+                 WHERE document_id = ?1 AND level = ?2 AND idx = ?3",
+                params![id.0, level as i64, idx as i64],
+                |r| {
+                    Ok(ChunkSummary {
+                        level,
+                        idx,
+                        input_tokens: r.get::<_, i64>(0)?.max(0) as usize,
+                        summary: r.get(1)?,
+                    })
+                },
+            )
+            .optional()?)
+    }
+
+    /// How many levels of summaries the document has and the tokens its level-0 chunks held,
+    /// counted by SQLite rather than by loading every summary.
+    pub fn document_totals(&self, id: DocumentId) -> Result<(usize, usize)> {
+        let (levels, tokens): (Option<i64>, Option<i64>) = self.conn.query_row(
+            "SELECT MAX(level) + 1, SUM(CASE WHEN level = 0 THEN input_tokens END)
+             FROM document_chunks WHERE document_id = ?1",
+            [id.0],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )?;
+        Ok((
+            levels.unwrap_or(0).max(0) as usize,
+            tokens.unwrap_or(0).max(0) as usize,
+        ))
+    }
+
     /// Set the final summary: the document is finished.
     pub fn finish_document(&self, id: DocumentId, summary: &str) -> Result<()> {
         let now = now_ms();
