@@ -1,15 +1,34 @@
-//! CPU attention with llama.cpp's numerics: ggml's `flash_attn_ext` CPU kernel
-//! (`ggml/src/ggml-cpu/ops.cpp`, `ggml_compute_forward_flash_attn_ext_f16_one_chunk`), which is
-//! what llama.cpp runs on CPU by default (`flash_attn = auto`). Per query row:
-//! Q is rounded to f16; each visible key gives `s = dot(K, Q)` (f32 accumulation) plus the
-//! mask; an online softmax keeps the running max `M` and sum `S`; the V accumulator is an
-//! **f16** vector, rescaled and accumulated with rounding at every step; at the end it is
-//! divided by `S`. Keys are visited in slot order. K and V hold f16-representable values.
+//! CPU attention with llama.cpp's numerics for a prompt: ggml's tiled `flash_attn_ext` CPU
+//! kernel (`ggml/src/ggml-cpu/ops.cpp`, `ggml_compute_forward_flash_attn_ext_tiled`), which
+//! llama.cpp runs for batches of 64 query rows or more. Q stays f32 and K and V (stored as
+//! f16) are read as f32; slots are visited in tiles of 64; an online softmax keeps each query
+//! row's running max `M` and sum `S` (rescaling the row's output when the max grows); the
+//! probabilities of a tile of 64 queries times the V tile are one f32 matrix product
+//! ([`gemm_acc`]); at the end each row is divided by `S`. A tile no query may see is skipped,
+//! which is what makes a causal prompt cost half a square.
+//!
+//! Fewer than 64 query rows (decode, short drafts) take exactly the same steps one query at a
+//! time: each score is one 8-lane fused multiply-add chain over the head dimension and one
+//! horizontal sum in both paths, the softmax updates are the same code, and a V row is added
+//! with the same fused multiply-adds in the same order as the matrix product adds it. So a
+//! query's output does not depend on how many queries were computed with it, bit for bit —
+//! which is what lets a prompt prefilled in chunks (or typed as drafts) continue exactly as
+//! one prefilled at once: a last-bit difference here would reach the next layer's 8-bit
+//! activation quantization and could flip a rounding. (llama.cpp's own one-query kernel
+//! accumulates V in f16 instead; its prompt kernel, followed here, does not.)
 //!
 //! Working directly on the cache also avoids building a mask tensor and copying K/V.
 
 use half::f16;
+use half::slice::HalfFloatSliceExt;
 use rayon::prelude::*;
+
+use super::f32_gemm::gemm_acc;
+
+/// Slots per tile (ggml `GGML_FA_TILE_KV`).
+const TILE_KV: usize = 64;
+/// Query rows per tile (ggml `GGML_FA_TILE_Q`), and the batch from which tiles are used.
+const TILE_Q: usize = 64;
 
 /// Which slots a query may see: the position each slot holds (`None`: empty) and, for
 /// sliding-window layers, the window.
@@ -39,141 +58,265 @@ impl Visibility<'_> {
     }
 }
 
-/// `q`: `[n_head, seq, d]` (already scaled); `k`, `v`: the layer's cache `[n_kv, slots, d]`
-/// of which the first `used` slots are live. Returns `[seq, n_head * d]`.
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn attention(
-    q: &[f32],
-    k: &[f16],
-    v: &[f16],
-    slots: usize,
-    used: usize,
-    n_head: usize,
-    n_kv: usize,
-    d: usize,
-    start: usize,
-    seq: usize,
-    vis: &Visibility<'_>,
-) -> Vec<f32> {
-    let group = n_head / n_kv;
+/// A layer's attention inputs: `q` `[n_head, seq, d]` (already scaled) for the positions
+/// `start..start + seq`; `k`, `v` the layer's cache `[n_kv, slots, d]` of which the first
+/// `used` slots are live.
+pub(crate) struct Inputs<'a> {
+    pub q: &'a [f32],
+    pub k: &'a [f16],
+    pub v: &'a [f16],
+    pub slots: usize,
+    pub used: usize,
+    pub n_head: usize,
+    pub n_kv: usize,
+    pub d: usize,
+    pub start: usize,
+    pub seq: usize,
+    pub vis: &'a Visibility<'a>,
+}
+
+impl Inputs<'_> {
+    fn query(&self, h: usize, qi: usize) -> &[f32] {
+        &self.q[(h * self.seq + qi) * self.d..][..self.d]
+    }
+
+    /// K and V rows of head `h`'s KV head.
+    fn kv(&self, h: usize) -> (&[f16], &[f16]) {
+        let kvh = h / (self.n_head / self.n_kv);
+        let base = kvh * self.slots * self.d;
+        let len = self.used * self.d;
+        (&self.k[base..base + len], &self.v[base..base + len])
+    }
+}
+
+/// Returns `[seq, n_head * d]`; see the module docs.
+pub(crate) fn attention(inputs: &Inputs<'_>) -> Vec<f32> {
+    let (seq, n_head, d) = (inputs.seq, inputs.n_head, inputs.d);
     let mut out = vec![0f32; seq * n_head * d];
-    // one work item per (query, head): out row layout [seq, n_head, d]
-    out.par_chunks_mut(d).enumerate().for_each(|(idx, dst)| {
-        let qi = idx / n_head;
-        let h = idx % n_head;
-        let kvh = h / group;
-        let qrow = &q[(h * seq + qi) * d..(h * seq + qi + 1) * d];
-        let kbase = kvh * slots * d;
-        one_row(
-            qrow,
-            &k[kbase..kbase + used * d],
-            &v[kbase..kbase + used * d],
-            d,
-            |s| vis.visible(s, start + qi),
-            dst,
-        );
-    });
+    if seq >= TILE_Q {
+        let items: Vec<(usize, usize)> = (0..n_head)
+            .flat_map(|h| (0..seq).step_by(TILE_Q).map(move |q0| (h, q0)))
+            .collect();
+        let tiles: Vec<Vec<f32>> = items
+            .par_iter()
+            .map(|&(h, q0)| query_tile(inputs, h, q0, TILE_Q.min(seq - q0)))
+            .collect();
+        for (&(h, q0), tile) in items.iter().zip(&tiles) {
+            for (tq, row) in tile.chunks_exact(d).enumerate() {
+                out[((q0 + tq) * n_head + h) * d..][..d].copy_from_slice(row);
+            }
+        }
+    } else {
+        // one work item per (query, head): out row layout [seq, n_head, d]
+        out.par_chunks_mut(d).enumerate().for_each(|(idx, dst)| {
+            let (qi, h) = (idx / n_head, idx % n_head);
+            one_query(inputs, h, qi, dst);
+        });
+    }
     out
 }
 
-fn one_row(
-    q: &[f32],
-    k: &[f16],
-    v: &[f16],
-    d: usize,
-    visible: impl Fn(usize) -> bool,
-    out: &mut [f32],
-) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        if d % 32 == 0 && simd::available() {
-            // SAFETY: AVX2, FMA and F16C were detected at run time; lengths are multiples of 32.
-            unsafe { simd::one_row(q, k, v, d, visible, out) };
+/// The running softmax of one query row: max and sum so far.
+struct Softmax {
+    max: f32,
+    sum: f32,
+}
+
+impl Softmax {
+    const EMPTY: Softmax = Softmax {
+        max: f32::NEG_INFINITY,
+        sum: 0.0,
+    };
+
+    /// Take a tile's scores (`-inf` where not visible): they become probabilities relative to
+    /// the new max, and `out` (the row's weighted V sum so far) is rescaled if the max grew.
+    /// ggml: `ggml_vec_max_f32`, `expf(Mold - Mnew)`, `ggml_vec_soft_max_f32` (sum in double).
+    fn update(&mut self, scores: &mut [f32], out: &mut [f32]) {
+        let tile_max = scores.iter().fold(f32::NEG_INFINITY, |a, &b| a.max(b));
+        if tile_max == f32::NEG_INFINITY {
+            scores.fill(0.0);
             return;
         }
+        let new_max = self.max.max(tile_max);
+        if new_max > self.max {
+            let ms = (self.max - new_max).exp();
+            out.iter_mut().for_each(|o| *o *= ms);
+            self.sum *= ms;
+        }
+        self.max = new_max;
+        let mut sum = 0f64;
+        for s in scores.iter_mut() {
+            *s = if *s == f32::NEG_INFINITY {
+                0.0
+            } else {
+                (*s - new_max).exp()
+            };
+            sum += *s as f64;
+        }
+        self.sum += sum as f32;
     }
-    one_row_scalar(q, k, v, d, visible, out)
+
+    fn finish(&self, out: &mut [f32]) {
+        let inv = if self.sum == 0.0 { 0.0 } else { 1.0 / self.sum };
+        out.iter_mut().for_each(|o| *o *= inv);
+    }
 }
 
-fn one_row_scalar(
-    q: &[f32],
-    k: &[f16],
-    v: &[f16],
-    d: usize,
-    visible: impl Fn(usize) -> bool,
-    out: &mut [f32],
-) {
-    let q16: Vec<f32> = q.iter().map(|&x| f16::from_f32(x).to_f32()).collect();
-    let mut acc = vec![f16::ZERO; d];
-    let mut m = f32::NEG_INFINITY;
-    let mut sum = 0f32;
-    let used = k.len() / d;
-    for slot in 0..used {
-        if !visible(slot) {
+/// Up to `TILE_Q` queries `q0..q0 + rows` of head `h`: `[rows, d]`.
+fn query_tile(x: &Inputs<'_>, h: usize, q0: usize, rows: usize) -> Vec<f32> {
+    let d = x.d;
+    let (k, v) = x.kv(h);
+    let q = &x.q[(h * x.seq + q0) * d..][..rows * d];
+    let mut out = vec![0f32; rows * d];
+    let mut softmax: Vec<Softmax> = (0..rows).map(|_| Softmax::EMPTY).collect();
+    let mut widened = vec![0f32; TILE_KV * d];
+    let mut scores = vec![0f32; rows * TILE_KV];
+    for ic in (0..x.used).step_by(TILE_KV) {
+        let kv = TILE_KV.min(x.used - ic);
+        let k_tile = &k[ic * d..(ic + kv) * d];
+        let mut any = false;
+        for (tq, row) in scores.chunks_exact_mut(TILE_KV).enumerate() {
+            let q_row = &q[tq * d..][..d];
+            any |= tile_scores(
+                q_row,
+                k_tile,
+                |tk| x.vis.visible(ic + tk, x.start + q0 + tq),
+                row,
+            );
+        }
+        if !any {
             continue;
         }
-        let krow = &k[slot * d..(slot + 1) * d];
-        let s = dot(krow, &q16);
-        let (ms, vs);
-        if s > m {
-            let old = m;
-            m = s;
-            ms = (old - m).exp();
-            vs = 1.0;
-            scale_f16(&mut acc, ms);
-        } else {
-            ms = 1.0;
-            vs = (s - m).exp();
+        for (tq, row) in scores.chunks_exact_mut(TILE_KV).enumerate() {
+            softmax[tq].update(row, &mut out[tq * d..][..d]);
         }
-        mad_f16(&mut acc, &v[slot * d..(slot + 1) * d], vs);
-        sum = sum * ms + vs;
+        // the V tile as f32 [TILE_KV, d], zero past the live slots
+        widened[kv * d..].fill(0.0);
+        v[ic * d..(ic + kv) * d].convert_to_f32_slice(&mut widened[..kv * d]);
+        gemm_acc(&mut out, &scores, &widened, rows, TILE_KV, d);
     }
-    let inv = if sum == 0.0 { 0.0 } else { 1.0 / sum };
-    for (o, a) in out.iter_mut().zip(&acc) {
-        *o = a.to_f32() * inv;
+    for (tq, row) in out.chunks_exact_mut(d).enumerate() {
+        softmax[tq].finish(row);
     }
+    out
 }
 
-#[inline]
-fn dot(a: &[f16], b: &[f32]) -> f32 {
-    // 8 independent lanes, as ggml's SIMD dot keeps several accumulators.
+/// One query `qi` of head `h` into `out` (`d` values): the steps of `query_tile` for one row.
+fn one_query(x: &Inputs<'_>, h: usize, qi: usize, out: &mut [f32]) {
+    let d = x.d;
+    let (k, v) = x.kv(h);
+    let q = x.query(h, qi);
+    out.fill(0.0);
+    let mut softmax = Softmax::EMPTY;
+    let mut scores = [0f32; TILE_KV];
+    let mad = mad_fn(d);
+    for ic in (0..x.used).step_by(TILE_KV) {
+        let kv = TILE_KV.min(x.used - ic);
+        let k_tile = &k[ic * d..(ic + kv) * d];
+        if !tile_scores(
+            q,
+            k_tile,
+            |tk| x.vis.visible(ic + tk, x.start + qi),
+            &mut scores,
+        ) {
+            continue;
+        }
+        softmax.update(&mut scores, out);
+        for (tk, &p) in scores.iter().enumerate().take(kv) {
+            if p != 0.0 {
+                mad(out, &v[(ic + tk) * d..][..d], p);
+            }
+        }
+    }
+    softmax.finish(out);
+}
+
+type MadFn = fn(&mut [f32], &[f16], f32);
+
+/// The scores of query row `q` against the (up to 64) keys of `k_tile`, `-inf` for a slot the
+/// query may not see and past the tile's keys; whether any slot was visible. Each score is
+/// one 8-lane FMA chain over the head dimension, then a horizontal sum; keys go four at a
+/// time so that four chains are in flight.
+fn tile_scores(
+    q: &[f32],
+    k_tile: &[f16],
+    visible: impl Fn(usize) -> bool,
+    out: &mut [f32],
+) -> bool {
+    let d = q.len();
+    let kv = k_tile.len() / d;
+    let mut any = false;
+    out.fill(f32::NEG_INFINITY);
+    #[cfg(target_arch = "x86_64")]
+    {
+        if d.is_multiple_of(8) && simd::available() {
+            let mut tk = 0;
+            while tk < kv {
+                let keys = 4.min(kv - tk);
+                let seen: [bool; 4] = std::array::from_fn(|j| j < keys && visible(tk + j));
+                if seen.iter().any(|&s| s) {
+                    // SAFETY: the CPU features were detected; d is a multiple of 8 and the
+                    // tile holds `keys` rows of d values from key tk.
+                    let s = unsafe { simd::scores4(q, &k_tile[tk * d..(tk + keys) * d], keys) };
+                    for j in 0..keys {
+                        if seen[j] {
+                            out[tk + j] = s[j];
+                            any = true;
+                        }
+                    }
+                }
+                tk += 4;
+            }
+            return any;
+        }
+    }
+    for tk in 0..kv {
+        if visible(tk) {
+            out[tk] = dot(&k_tile[tk * d..][..d], q);
+            any = true;
+        }
+    }
+    any
+}
+
+fn mad_fn(d: usize) -> MadFn {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if d.is_multiple_of(32) && simd::available() {
+            // SAFETY: as above.
+            return |o, v, p| unsafe { simd::mad(o, v, p) };
+        }
+    }
+    let _ = d;
+    mad
+}
+
+/// `k · q`: 8 lanes, each a fused multiply-add chain, then summed.
+fn dot(k: &[f16], q: &[f32]) -> f32 {
     let mut lanes = [0f32; 8];
-    let chunks = a.len() / 8;
+    let chunks = k.len() / 8;
     for c in 0..chunks {
-        for l in 0..8 {
-            lanes[l] += a[c * 8 + l].to_f32() * b[c * 8 + l];
+        for (l, lane) in lanes.iter_mut().enumerate() {
+            *lane = k[c * 8 + l].to_f32().mul_add(q[c * 8 + l], *lane);
         }
     }
     let mut s: f32 = lanes.iter().sum();
-    for i in chunks * 8..a.len() {
-        s += a[i].to_f32() * b[i];
+    for i in chunks * 8..k.len() {
+        s += k[i].to_f32() * q[i];
     }
     s
 }
 
-/// `acc = f16(f32(acc) * s)`, ggml's `ggml_vec_scale_f16`.
-#[inline]
-fn scale_f16(acc: &mut [f16], s: f32) {
-    for a in acc.iter_mut() {
-        *a = f16::from_f32(a.to_f32() * s);
-    }
-}
-
-/// `acc = f16(f32(acc) + v * s)`, ggml's `ggml_vec_mad_f16` (V is f16-exact). Plain `a + x*s`
-/// rather than `mul_add`: without compile-time FMA, `mul_add` is a slow libm call.
-#[inline]
-fn mad_f16(acc: &mut [f16], v: &[f16], s: f32) {
-    for (a, &x) in acc.iter_mut().zip(v) {
-        *a = f16::from_f32(a.to_f32() + x.to_f32() * s);
+/// `out += v · p`, one fused multiply-add per value, as the matrix product does it.
+fn mad(out: &mut [f32], v: &[f16], p: f32) {
+    for (o, x) in out.iter_mut().zip(v) {
+        *o = p.mul_add(x.to_f32(), *o);
     }
 }
 
 #[cfg(target_arch = "x86_64")]
 mod simd {
-    //! The same loop with ggml's AVX2/F16C vector helpers: `ggml_vec_dot_f16` (four 8-lane
-    //! FMA accumulators over 32-element steps), `ggml_vec_scale_f16` and `ggml_vec_mad_f16`
-    //! (convert the f16 accumulator to f32, multiply or fuse-multiply-add, convert back with
-    //! round-to-nearest-even).
+    //! AVX2/F16C versions of the scores (`dot`, four keys at a time) and of `mad`.
     use super::super::x86::hsum;
     use half::f16;
     use std::arch::x86_64::*;
@@ -184,110 +327,41 @@ mod simd {
             && std::arch::is_x86_feature_detected!("f16c")
     }
 
-    /// `f16` is a transparent 16-bit value: its slices are read as raw halves.
-    #[inline]
-    fn bits(p: &[f16]) -> &[u16] {
-        // SAFETY: `half::f16` is `#[repr(transparent)]` over `u16`; same size and alignment.
-        unsafe { std::slice::from_raw_parts(p.as_ptr() as *const u16, p.len()) }
-    }
-
     #[inline]
     #[target_feature(enable = "avx2,fma,f16c")]
-    fn load_f16(p: &[u16], i: usize) -> __m256 {
-        // SAFETY: callers pass i + 8 <= p.len().
+    fn load_f16(p: &[f16], i: usize) -> __m256 {
+        assert!(i + 8 <= p.len());
+        // SAFETY: 8 halves in bounds (checked above); `f16` is a transparent u16.
         unsafe { _mm256_cvtph_ps(_mm_loadu_si128(p.as_ptr().add(i) as *const __m128i)) }
     }
 
-    #[inline]
+    /// The scores of `q` against `keys` (1 to 4) consecutive keys of `k`: per key one 8-lane
+    /// FMA chain over `q.len()` (a multiple of 8) values, then `hsum`.
     #[target_feature(enable = "avx2,fma,f16c")]
-    fn store_f16(p: &mut [u16], i: usize, v: __m256) {
-        // SAFETY: callers pass i + 8 <= p.len().
-        unsafe {
-            _mm_storeu_si128(
-                p.as_mut_ptr().add(i) as *mut __m128i,
-                _mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(v),
-            )
-        }
-    }
-
-    #[inline]
-    #[target_feature(enable = "avx2,fma,f16c")]
-    fn load_f32(p: &[f32], i: usize) -> __m256 {
-        // SAFETY: callers pass i + 8 <= p.len().
-        unsafe { _mm256_loadu_ps(p.as_ptr().add(i)) }
-    }
-
-    /// `d % 32 == 0`.
-    #[target_feature(enable = "avx2,fma,f16c")]
-    pub(super) unsafe fn one_row(
-        q: &[f32],
-        k: &[f16],
-        v: &[f16],
-        d: usize,
-        visible: impl Fn(usize) -> bool,
-        out: &mut [f32],
-    ) {
-        // Q rounded to f16, as ggml converts it for the f16 K dot product.
-        let mut q16 = vec![0u16; d];
-        for i in (0..d).step_by(8) {
-            store_f16(&mut q16, i, load_f32(q, i));
-        }
-        let mut qf = vec![0f32; d];
+    pub(super) unsafe fn scores4(q: &[f32], k: &[f16], keys: usize) -> [f32; 4] {
+        let d = q.len();
+        assert!(keys <= 4 && k.len() >= keys * d && d.is_multiple_of(8));
+        let mut acc = [_mm256_setzero_ps(); 4];
         for i in (0..d).step_by(8) {
             // SAFETY: i + 8 <= d.
-            unsafe { _mm256_storeu_ps(qf.as_mut_ptr().add(i), load_f16(&q16, i)) };
+            let qv = unsafe { _mm256_loadu_ps(q.as_ptr().add(i)) };
+            for (j, a) in acc.iter_mut().enumerate().take(keys) {
+                *a = _mm256_fmadd_ps(load_f16(k, j * d + i), qv, *a);
+            }
         }
-        let mut acc = vec![0u16; d];
-        let mut m = f32::NEG_INFINITY;
-        let mut sum = 0f32;
-        let used = k.len() / d;
-        for slot in 0..used {
-            if !visible(slot) {
-                continue;
-            }
-            let krow = bits(&k[slot * d..(slot + 1) * d]);
-            let mut s4 = [_mm256_setzero_ps(); 4];
-            for i in (0..d).step_by(32) {
-                for (j, s) in s4.iter_mut().enumerate() {
-                    *s = _mm256_fmadd_ps(load_f16(krow, i + 8 * j), load_f32(&qf, i + 8 * j), *s);
-                }
-            }
-            let s = hsum(_mm256_add_ps(
-                _mm256_add_ps(s4[0], s4[2]),
-                _mm256_add_ps(s4[1], s4[3]),
-            ));
-            let (ms, vs);
-            if s > m {
-                let old = m;
-                m = s;
-                ms = (old - m).exp();
-                vs = 1.0;
-                let f = _mm256_set1_ps(ms);
-                for i in (0..d).step_by(8) {
-                    let a = _mm256_mul_ps(load_f16(&acc, i), f);
-                    store_f16(&mut acc, i, a);
-                }
-            } else {
-                ms = 1.0;
-                vs = (s - m).exp();
-            }
-            let vrow = bits(&v[slot * d..(slot + 1) * d]);
-            let f = _mm256_set1_ps(vs);
-            for i in (0..d).step_by(8) {
-                let a = _mm256_fmadd_ps(load_f16(vrow, i), f, load_f16(&acc, i));
-                store_f16(&mut acc, i, a);
-            }
-            sum = sum * ms + vs;
-        }
-        let inv = _mm256_set1_ps(if sum == 0.0 { 0.0 } else { 1.0 / sum });
-        for i in (0..d).step_by(8) {
-            // SAFETY: i + 8 <= d == out.len().
+        std::array::from_fn(|j| hsum(acc[j]))
+    }
+
+    /// `out.len() == v.len()`, a multiple of 8.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub(super) unsafe fn mad(out: &mut [f32], v: &[f16], p: f32) {
+        let pv = _mm256_set1_ps(p);
+        for i in (0..out.len()).step_by(8) {
+            // SAFETY: i + 8 <= out.len() == v.len().
             unsafe {
-                _mm256_storeu_ps(
-                    out.as_mut_ptr().add(i),
-                    _mm256_mul_ps(load_f16(&acc, i), inv),
-                )
-            };
+                let o = out.as_mut_ptr().add(i);
+                _mm256_storeu_ps(o, _mm256_fmadd_ps(pv, load_f16(v, i), _mm256_loadu_ps(o)));
+            }
         }
     }
 }
@@ -300,11 +374,10 @@ mod tests {
         x.iter().map(|&v| f16::from_f32(v)).collect()
     }
 
-    /// Against a plain f32 softmax attention: equal within f16 accumulation error.
-    #[test]
-    fn matches_reference_softmax_attention() {
-        let (n_head, n_kv, d, slots, seq) = (4, 2, 16, 10, 3);
-        let start = 5;
+    /// A plain two-pass softmax attention in f64 against `attention`, for a query count that
+    /// takes the one-query path (`seq` < 64) or the tiled one.
+    fn check_against_reference(seq: usize, start: usize, slots: usize, window: usize) {
+        let (n_head, n_kv, d) = (4, 2, 32);
         let f = |i: usize| ((i * 7919 % 113) as f32 / 113.0 - 0.5) * 0.7;
         let r16 = |x: f32| f16::from_f32(x).to_f32();
         let q: Vec<f32> = (0..n_head * seq * d).map(f).collect();
@@ -313,35 +386,51 @@ mod tests {
         let used = start + seq;
         let vis = Visibility {
             slot_pos: SlotPositions::Identity,
-            window: Some(4),
+            window: Some(window),
         };
         let (k16, v16) = (to_f16(&k), to_f16(&v));
-        let out = attention(
-            &q, &k16, &v16, slots, used, n_head, n_kv, d, start, seq, &vis,
-        );
+        let out = attention(&Inputs {
+            q: &q,
+            k: &k16,
+            v: &v16,
+            slots,
+            used,
+            n_head,
+            n_kv,
+            d,
+            start,
+            seq,
+            vis: &vis,
+        });
         for qi in 0..seq {
             for h in 0..n_head {
                 let kvh = h / (n_head / n_kv);
                 let qp = start + qi;
                 let qrow = &q[(h * seq + qi) * d..][..d];
-                let scores: Vec<(usize, f32)> = (0..used)
-                    .filter(|&s| s <= qp && qp - s < 4)
+                let scores: Vec<(usize, f64)> = (0..used)
+                    .filter(|&s| s <= qp && qp - s < window)
                     .map(|s| {
                         let kr = &k[(kvh * slots + s) * d..][..d];
-                        (s, kr.iter().zip(qrow).map(|(a, b)| a * b).sum())
+                        (
+                            s,
+                            kr.iter()
+                                .zip(qrow)
+                                .map(|(a, b)| *a as f64 * *b as f64)
+                                .sum(),
+                        )
                     })
                     .collect();
-                let mx = scores.iter().map(|x| x.1).fold(f32::NEG_INFINITY, f32::max);
-                let z: f32 = scores.iter().map(|x| (x.1 - mx).exp()).sum();
+                let mx = scores.iter().map(|x| x.1).fold(f64::NEG_INFINITY, f64::max);
+                let z: f64 = scores.iter().map(|x| (x.1 - mx).exp()).sum();
                 for j in 0..d {
-                    let want: f32 = scores
+                    let want: f64 = scores
                         .iter()
-                        .map(|&(s, sc)| (sc - mx).exp() / z * v[(kvh * slots + s) * d + j])
+                        .map(|&(s, sc)| (sc - mx).exp() / z * v[(kvh * slots + s) * d + j] as f64)
                         .sum();
-                    let got = out[(qi * n_head + h) * d + j];
+                    let got = out[(qi * n_head + h) * d + j] as f64;
                     assert!(
-                        (want - got).abs() < 2e-3,
-                        "q{qi} h{h} j{j}: {want} vs {got}"
+                        (want - got).abs() < 1e-5,
+                        "seq {seq} q{qi} h{h} j{j}: {want} vs {got}"
                     );
                 }
             }
@@ -349,22 +438,83 @@ mod tests {
     }
 
     #[test]
-    fn simd_and_scalar_rows_agree() {
-        let d = 64;
-        let used = 40;
-        let f = |i: usize| ((i * 7919 % 113) as f32 / 113.0 - 0.5) * 3.0;
-        let r16 = |x: f32| f16::from_f32(x).to_f32();
-        let q: Vec<f32> = (0..d).map(f).collect();
-        let k: Vec<f32> = (0..used * d).map(|i| r16(f(i + 5))).collect();
-        let v: Vec<f32> = (0..used * d).map(|i| r16(f(i + 17))).collect();
-        let mut a = vec![0f32; d];
-        let mut b = vec![0f32; d];
-        let (k, v) = (to_f16(&k), to_f16(&v));
-        one_row(&q, &k, &v, d, |s| s % 3 != 1, &mut a);
-        one_row_scalar(&q, &k, &v, d, |s| s % 3 != 1, &mut b);
-        for (x, y) in a.iter().zip(&b) {
-            // f16 accumulation: one f16 ulp of difference from fused vs separate rounding
-            assert!((x - y).abs() <= 2e-3 * (1.0 + y.abs()), "{x} vs {y}");
+    fn one_query_at_a_time_matches_reference_softmax_attention() {
+        check_against_reference(3, 5, 10, 4);
+        // more slots than one tile, a window cutting through tiles
+        check_against_reference(5, 150, 160, 100);
+    }
+
+    #[test]
+    fn query_tiles_match_reference_softmax_attention() {
+        // a tail tile of queries, tiles of slots partly and wholly outside the window
+        check_against_reference(70, 130, 210, 90);
+        check_against_reference(64, 0, 64, 1000);
+    }
+
+    /// What a prompt prefilled in chunks relies on: a query's output is the same whether it
+    /// is computed in a tile or alone, bit for bit.
+    #[test]
+    fn a_query_in_a_tile_equals_the_query_alone() {
+        let (n_head, n_kv, d, slots) = (2, 1, 64, 200);
+        let f = |i: usize| ((i * 7919 % 127) as f32 / 127.0 - 0.5) * 4.0;
+        let q: Vec<f32> = (0..n_head * 100 * d).map(f).collect();
+        let k = to_f16(&(0..slots * d).map(|i| f(i + 1)).collect::<Vec<_>>());
+        let v = to_f16(&(0..slots * d).map(|i| f(i + 2)).collect::<Vec<_>>());
+        let vis = Visibility {
+            slot_pos: SlotPositions::Identity,
+            window: None,
+        };
+        let inputs = |q: &'_ [f32], used, start, seq| {
+            attention(&Inputs {
+                q,
+                k: &k,
+                v: &v,
+                slots,
+                used,
+                n_head,
+                n_kv,
+                d,
+                start,
+                seq,
+                vis: &vis,
+            })
+        };
+        let tiled = inputs(&q, 100, 0, 100);
+        for qi in [0, 37, 99] {
+            for h in 0..n_head {
+                let q1 = &q[(h * 100 + qi) * d..][..d];
+                let mut alone_q = vec![0f32; n_head * d];
+                alone_q[h * d..(h + 1) * d].copy_from_slice(q1);
+                // the query alone, at its position, seeing the same slots
+                let used = qi + 1;
+                let alone = inputs(&alone_q, used, qi, 1);
+                let a = &alone[h * d..(h + 1) * d];
+                let t = &tiled[(qi * n_head + h) * d..][..d];
+                assert_eq!(a, t, "q{qi} h{h}");
+            }
         }
+    }
+
+    #[test]
+    fn simd_and_portable_scores_and_mad_agree() {
+        let d = 64;
+        let f = |i: usize| ((i * 7919 % 113) as f32 / 113.0 - 0.5) * 3.0;
+        let q: Vec<f32> = (0..d).map(f).collect();
+        let k = to_f16(&(0..7 * d).map(|i| f(i + 5)).collect::<Vec<_>>());
+        let mut got = [0f32; TILE_KV];
+        assert!(tile_scores(&q, &k, |tk| tk != 2, &mut got));
+        for tk in 0..TILE_KV {
+            let want = if tk < 7 && tk != 2 {
+                dot(&k[tk * d..][..d], &q)
+            } else {
+                f32::NEG_INFINITY
+            };
+            assert!((got[tk] - want).abs() < 1e-4 || got[tk] == want, "{tk}");
+        }
+        let mut a: Vec<f32> = (0..d).map(|i| f(i + 9)).collect();
+        let mut b = a.clone();
+        mad_fn(d)(&mut a, &k[..d], 0.37);
+        mad(&mut b, &k[..d], 0.37);
+        assert_eq!(a, b);
     }
 }

@@ -83,19 +83,19 @@ impl Gemma3 {
                     None
                 },
             };
-            let attn = flash_attention::attention(
-                &qt,
-                kc,
-                vc,
+            let attn = flash_attention::attention(&flash_attention::Inputs {
+                q: &qt,
+                k: kc,
+                v: vc,
                 slots,
                 used,
-                c.n_head,
-                c.n_kv_head,
+                n_head: c.n_head,
+                n_kv: c.n_kv_head,
                 d,
                 start,
                 seq,
-                &vis,
-            );
+                vis: &vis,
+            });
             let mut o = layer.o.matmul_host(&attn, seq)?;
             rms_norm_rows(&mut o, &layer.post_attn_norm.host, c.rms_eps);
             for (xv, ov) in x.iter_mut().zip(&o) {

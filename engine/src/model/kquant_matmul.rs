@@ -163,7 +163,7 @@ impl KMatrix {
         // Tasks own contiguous runs of weight rows, so they write `[n, m]`; transpose after.
         let mut out_t = vec![0f32; self.n * m];
         self.dot_rows(q, m, &mut out_t);
-        out.copy_from_slice(&super::q8_matmul::transpose(&out_t, self.n, m));
+        super::q8_matmul::transpose_into(&out_t, self.n, m, out);
     }
 
     /// `out_t[r * m + i]` = weight row `r` · activation row `i`.

@@ -13,6 +13,7 @@
 //! The token embedding stays quantized: rows are dequantized one at a time on lookup and the
 //! same matrix serves as the output projection.
 
+mod f32_gemm;
 mod flash_attention;
 mod host_forward;
 mod kquant_matmul;
