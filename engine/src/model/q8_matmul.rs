@@ -5,8 +5,10 @@
 //! time) and multiplies prompt rows one at a time. This follows ggml: each activation row is
 //! quantized to Q8_0 as `quantize_row_q8_0` does (scale 127/amax, round half to even, f16
 //! scale); each block's integer dot is scaled by both f16 scales (`ggml_vec_dot_q5_0_q8_0`,
-//! `ggml_vec_dot_q8_0_q8_0`). Work is split across output rows; each weight row is read once
-//! for all activation rows of a call, so prefill reuses it from cache.
+//! `ggml_vec_dot_q8_0_q8_0`). Decode (and batches under 64 rows) split the work across weight
+//! rows, each read once for all activation rows of the call; prompts split it across
+//! activation rows, each task passing its tiles over groups of weight rows kept in L2 and
+//! writing whole output rows (see `fill_prompt`).
 //!
 //! Tested against dequantize-then-multiply below.
 
