@@ -5,8 +5,9 @@
 //! that it is UTF-8 or feeding the legacy-encoding detector, looking for binary data in its
 //! head — and the text is then decoded again from the file, block by block, when it is read.
 //! HTML and PDF are parsed whole (html5ever builds the page's tree, `pdf-extract` needs the
-//! file's cross-reference table), so their extracted text is held in memory; it is a fraction
-//! of the file, and those files are rarely large.
+//! file's cross-reference table), so they are held in memory while parsed, and their
+//! extracted text after that; to keep that bounded too, files of those formats larger than
+//! [`MAX_PARSED_BYTES`] are refused with a message that says to save them as text.
 
 use std::fs::File;
 use std::io::Read;
@@ -19,6 +20,9 @@ use crate::decode::{decode, looks_binary};
 use crate::error::{Error, Result};
 use crate::extract::{Format, html_text, pdf_text};
 use crate::normalize::{Normalizer, normalize};
+
+/// The largest HTML or PDF file read (its parser holds it whole, with its tree or objects).
+pub const MAX_PARSED_BYTES: u64 = 64 << 20;
 
 /// Bytes read from the file at a time.
 const BLOCK: usize = 64 * 1024;
@@ -63,8 +67,8 @@ impl Document {
     /// text) before anything else is done with it.
     pub fn open(path: &Path) -> Result<Document> {
         let format = Format::from_extension(path);
-        if matches!(format, Some(Format::Html | Format::Pdf)) {
-            return Document::from_bytes_as(path, read_all(path)?, format, false);
+        if let Some(parsed @ (Format::Html | Format::Pdf)) = format {
+            return Document::from_bytes_as(path, read_all(path, parsed)?, format, false);
         }
         let mut file = open_file(path)?;
         let mut scan = Scan::default();
@@ -87,7 +91,7 @@ impl Document {
         if matches!(format, Format::Html | Format::Pdf) {
             // sniffed from its content: parsed whole after all
             drop(file);
-            return Document::from_bytes_as(path, read_all(path)?, Some(format), false);
+            return Document::from_bytes_as(path, read_all(path, format)?, Some(format), false);
         }
         scan.into_document(path, format, Source::File)
     }
@@ -363,11 +367,23 @@ fn open_file(path: &Path) -> Result<File> {
     Ok(file)
 }
 
-fn read_all(path: &Path) -> Result<Vec<u8>> {
-    std::fs::read(path).map_err(|source| Error::Unreadable {
+/// The whole file, for a format whose parser needs it all: refused beyond
+/// [`MAX_PARSED_BYTES`].
+fn read_all(path: &Path, format: Format) -> Result<Vec<u8>> {
+    let unreadable = |source| Error::Unreadable {
         path: path.to_path_buf(),
         source,
-    })
+    };
+    let size = std::fs::metadata(path).map_err(unreadable)?.len();
+    if size > MAX_PARSED_BYTES {
+        return Err(Error::TooLarge {
+            path: path.to_path_buf(),
+            format: format.name(),
+            size_mb: size.div_ceil(1 << 20),
+            limit_mb: MAX_PARSED_BYTES >> 20,
+        });
+    }
+    std::fs::read(path).map_err(unreadable)
 }
 
 fn read_block(reader: &mut impl Read, block: &mut [u8], path: &Path) -> Result<usize> {

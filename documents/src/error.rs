@@ -18,6 +18,15 @@ pub enum Error {
     NoText { path: PathBuf, hint: Option<String> },
     #[error("{path} is not a PDF that can be read: {message}")]
     Pdf { path: PathBuf, message: String },
+    #[error(
+        "{path} is a {size_mb} MB {format} file; Companion reads {format} files of up to {limit_mb} MB whole (save it as a .txt file to summarize any length)"
+    )]
+    TooLarge {
+        path: PathBuf,
+        format: &'static str,
+        size_mb: u64,
+        limit_mb: u64,
+    },
 }
 
 fn hint_suffix(hint: &Option<String>) -> String {
@@ -33,6 +42,7 @@ impl Error {
             Error::Binary { .. } => "document_binary",
             Error::NoText { .. } => "document_no_text",
             Error::Pdf { .. } => "document_bad_pdf",
+            Error::TooLarge { .. } => "document_too_large",
         }
     }
 }

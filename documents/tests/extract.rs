@@ -168,3 +168,20 @@ fn a_long_text_file_is_read_as_a_stream_equal_to_the_whole() {
         assert!(joined == expected, "{name}: the streamed text differs");
     }
 }
+
+/// HTML and PDF are parsed whole, so a huge one is refused rather than read into memory; a
+/// text file of the same size is not.
+#[test]
+fn an_html_or_pdf_file_too_large_to_parse_is_refused_with_what_to_do() {
+    let dir = tempfile::tempdir().unwrap();
+    let size = documents::document::MAX_PARSED_BYTES + 1;
+    for name in ["big.html", "big.pdf"] {
+        let path = dir.path().join(name);
+        // a sparse file: no disk or memory is spent on it
+        std::fs::File::create(&path).unwrap().set_len(size).unwrap();
+        let err = extract(&path).unwrap_err();
+        assert!(matches!(err, Error::TooLarge { .. }), "{name}: {err}");
+        assert!(err.to_string().contains(".txt"), "{err}");
+        assert_eq!(err.code(), "document_too_large");
+    }
+}
