@@ -26,8 +26,8 @@ pub use policy::PolicyConfig;
 pub use reply::ReplyRecorder;
 pub use search::SearchHit;
 pub use store::{
-    ChunkSummary, DocumentKey, DocumentRecord, Opened, Recovery, Store, StoreConfig,
-    default_database_path,
+    ChunkSummary, DocumentKey, DocumentRecord, DocumentTotals, Opened, Recovery, Store,
+    StoreConfig, default_database_path,
 };
 pub use summarizer::{Summarizer, SummaryRequest, SummaryText};
 pub use types::*;

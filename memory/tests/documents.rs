@@ -61,15 +61,22 @@ fn a_job_is_found_by_content_model_and_settings_and_resumes_from_its_chunks() ->
     assert_eq!(store.chunk_summary(id, 1, 0)?, None);
 
     store.put_chunk_summary(id, &chunk(1, 0, "all"))?;
-    // two levels; the level-0 chunks held 100 + 101 tokens
-    assert_eq!(store.document_totals(id)?, (2, 201));
+    // two levels; the level-0 chunks held 100 + 101 tokens; three summaries in all
+    let totals = store.document_totals(id)?;
+    assert_eq!(
+        (totals.levels, totals.input_tokens, totals.summaries),
+        (2, 201, 3)
+    );
     store.finish_document(id, "all")?;
     let done = store.finished_document(&k)?.expect("finished");
     assert_eq!(done.summary.as_deref(), Some("all"));
     assert_eq!(store.documents()?.len(), 3);
 
     store.reset_document(id)?;
-    assert_eq!(store.document_totals(id)?, (0, 0));
+    assert_eq!(
+        store.document_totals(id)?,
+        memory::DocumentTotals::default()
+    );
     assert!(store.finished_document(&k)?.is_none());
     assert!(store.chunk_summaries(id)?.is_empty());
     assert_eq!(store.find_document(&k)?.map(|d| d.chunk_count), Some(None));

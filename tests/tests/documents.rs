@@ -118,6 +118,11 @@ fn a_pdf_is_summarized_once_then_answered_from_the_store_unless_forced() {
     })
     .unwrap();
     assert!(again.from_store && steps == 0);
+    // every stored summary counts as reused
+    assert_eq!(
+        again.reused,
+        store.chunk_summaries(first.document.id).unwrap().len()
+    );
     assert_eq!(again.summary, first.summary);
     assert_eq!(again.document.id, first.document.id);
 

@@ -194,15 +194,15 @@ impl DocumentJob<'_> {
         if !self.params.force
             && let Some(done) = self.store.finished_document(&key)?
         {
-            let (levels, tokens) = self.store.document_totals(done.id)?;
+            let totals = self.store.document_totals(done.id)?;
             let chunks = done.chunk_count.unwrap_or(0);
             return Ok(summary_of(
                 done,
-                chunks,
+                totals.summaries,
                 true,
                 chunks,
-                levels.max(1),
-                tokens,
+                totals.levels.max(1),
+                totals.input_tokens,
             ));
         }
         // how many chunks: known from an earlier run of this job, else counted in a first pass

@@ -53,6 +53,17 @@ pub struct ChunkSummary {
     pub summary: String,
 }
 
+/// Totals over a document's stored summaries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct DocumentTotals {
+    /// Levels of summaries (level 0: the chunks').
+    pub levels: usize,
+    /// Tokens of the text the level-0 summaries summarized.
+    pub input_tokens: usize,
+    /// Summaries of every level.
+    pub summaries: usize,
+}
+
 const COLUMNS: &str =
     "id, path, sha256, model, settings, byte_count, chunk_count, summary, created_at, updated_at";
 
@@ -200,19 +211,20 @@ impl Store {
             .optional()?)
     }
 
-    /// How many levels of summaries the document has and the tokens its level-0 chunks held,
-    /// counted by SQLite rather than by loading every summary.
-    pub fn document_totals(&self, id: DocumentId) -> Result<(usize, usize)> {
-        let (levels, tokens): (Option<i64>, Option<i64>) = self.conn.query_row(
-            "SELECT MAX(level) + 1, SUM(CASE WHEN level = 0 THEN input_tokens END)
+    /// What the document's stored summaries add up to, counted by SQLite rather than by
+    /// loading every summary.
+    pub fn document_totals(&self, id: DocumentId) -> Result<DocumentTotals> {
+        let (levels, tokens, summaries): (Option<i64>, Option<i64>, i64) = self.conn.query_row(
+            "SELECT MAX(level) + 1, SUM(CASE WHEN level = 0 THEN input_tokens END), COUNT(*)
              FROM document_chunks WHERE document_id = ?1",
             [id.0],
-            |r| Ok((r.get(0)?, r.get(1)?)),
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
         )?;
-        Ok((
-            levels.unwrap_or(0).max(0) as usize,
-            tokens.unwrap_or(0).max(0) as usize,
-        ))
+        Ok(DocumentTotals {
+            levels: levels.unwrap_or(0).max(0) as usize,
+            input_tokens: tokens.unwrap_or(0).max(0) as usize,
+            summaries: summaries.max(0) as usize,
+        })
     }
 
     /// Set the final summary: the document is finished.

@@ -249,7 +249,7 @@ fn move_aside(path: &Path) -> Result<PathBuf> {
 }
 
 pub(crate) use conversations::insert_conversation;
-pub use documents::{ChunkSummary, DocumentKey, DocumentRecord};
+pub use documents::{ChunkSummary, DocumentKey, DocumentRecord, DocumentTotals};
 pub(crate) use messages::insert_message;
 pub(crate) use summaries::insert_summary;
 
