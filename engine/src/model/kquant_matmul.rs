@@ -606,25 +606,11 @@ mod avx2 {
     //! (Q4_K nibbles 0..15, Q6_K values 0..63 before the −32), so `maddubs` takes them directly:
     //! its pairwise i16 sums stay below 2·63·127 and never saturate. Q4_K's mins and Q6_K's −32
     //! are applied through the activations' `bsums`.
-    use super::super::x86::hsum;
+    use super::super::x86::{hsum, prefetch_tile};
     use super::{BSUMS, Q4_K_BYTES, Q6_K_BYTES, Q8KRow, Q8KRows, QK_K, q4_k_scales_mins};
     use std::arch::x86_64::*;
 
     /// ggml `hsum_float_8`.
-    /// Prefetch the lines of the block `PREFETCH_DISTANCE` bytes ahead of `blk` (see
-    /// `q8_matmul`: decode streams each weight once, and the hardware prefetcher alone left a
-    /// core at well under memory speed).
-    #[inline]
-    #[target_feature(enable = "avx2,fma,f16c")]
-    fn prefetch_ahead(blk: &[u8]) {
-        const PREFETCH_DISTANCE: usize = 4096;
-        let ahead = blk.as_ptr().wrapping_add(PREFETCH_DISTANCE);
-        for line in (0..blk.len()).step_by(64) {
-            // a prefetch is a hint: it never faults, whatever the address
-            _mm_prefetch::<_MM_HINT_T0>(ahead.wrapping_add(line) as *const i8);
-        }
-    }
-
     /// ggml `get_scale_shuffle_k4(i)`: bytes `2i, 2i+1` repeated, broadcasting i16 lane `i`.
     #[inline]
     #[target_feature(enable = "avx2,fma")]
@@ -732,7 +718,7 @@ mod avx2 {
         let mut acc = _mm256_setzero_ps();
         for i in 0..nb {
             let blk = &w[i * Q6_K_BYTES..(i + 1) * Q6_K_BYTES];
-            prefetch_ahead(blk);
+            prefetch_tile::<1>(w, i, Q6_K_BYTES);
             // y.d[i] · d in every lane.
             let d = _mm256_mul_ps(
                 _mm256_set1_ps(y.d[i]),
@@ -948,9 +934,9 @@ mod avx2 {
             let mut dminw = [_mm_setzero_ps(); RM];
             let mut mins = [_mm_setzero_si128(); RM];
             let mut scales = [_mm256_setzero_si256(); RM];
+            prefetch_tile::<RM>(w[0], i, Q4_K_BYTES);
             for rm in 0..RM {
                 let blk = &w[rm][i * Q4_K_BYTES..(i + 1) * Q4_K_BYTES];
-                prefetch_ahead(blk);
                 let dd = f16_pair(u32::from_le_bytes([blk[0], blk[1], blk[2], blk[3]]));
                 dw[rm] = _mm256_broadcastss_ps(dd);
                 dminw[rm] = _mm_broadcastss_ps(_mm_movehdup_ps(dd));
@@ -1043,9 +1029,9 @@ mod avx2 {
         for i in 0..nb {
             let mut dw = [_mm256_setzero_ps(); RM];
             let mut scales = [_mm_setzero_si128(); RM];
+            prefetch_tile::<RM>(w[0], i, Q6_K_BYTES);
             for rm in 0..RM {
                 let blk = &w[rm][i * Q6_K_BYTES..(i + 1) * Q6_K_BYTES];
-                prefetch_ahead(blk);
                 // SAFETY: bytes 192..208 of the block's 210 are the 16 scales; unaligned load.
                 scales[rm] = unsafe { _mm_loadu_si128(blk.as_ptr().add(192).cast()) };
                 dw[rm] = f16_splat(u16::from_le_bytes([blk[208], blk[209]]));

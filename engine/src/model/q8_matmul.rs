@@ -486,7 +486,7 @@ fn dot_scalar<const Q5: bool>(w: &[u8], q: &Q8Rows, i: usize) -> f32 {
 mod avx2 {
     //! ggml's AVX2 formulation (`ggml-cpu/arch/x86/quants.c`): `mul_sum_i8_pairs_float`
     //! (sign trick + maddubs + madd), one fused multiply-add per block into 8 float lanes.
-    use super::super::x86::hsum;
+    use super::super::x86::{hsum, prefetch_tile};
     use super::{Q5_0_BYTES, Q8_0_BYTES, Q8Rows, QK};
     use std::arch::x86_64::*;
 
@@ -537,13 +537,6 @@ mod avx2 {
         _mm256_and_si256(_mm256_set1_epi8(0x0F), bytes)
     }
 
-    /// How far ahead of the block being read the weight stream is prefetched. Decode streams
-    /// each weight once (178 MB for the 262k-row output projection alone) and the hardware
-    /// prefetcher alone kept one core at ~6 GB/s against ~15 GB/s for a plain read; a software
-    /// prefetch 4 KiB ahead brought the output projection from 35 to 21 ms on one core here
-    /// (512 B: 24 ms, 8 KiB: 25 ms).
-    const PREFETCH_DISTANCE: usize = 4096;
-
     /// A Q5_0 block's 32 values as signed bytes.
     #[inline]
     #[target_feature(enable = "avx2,fma,f16c")]
@@ -564,7 +557,8 @@ mod avx2 {
 
     /// Dots of `TILE_M` weight rows with activation rows `i0..i0 + TILE_N`: the same per-block
     /// products and sums as `dot_q5_0`/`dot_q8_0` (so results are identical), with each weight
-    /// block decoded once and each activation block loaded once.
+    /// block decoded once and each activation block loaded once. `w` are consecutive rows of
+    /// one matrix, which the prefetch relies on (`prefetch_tile`).
     #[target_feature(enable = "avx2,fma,f16c")]
     pub(super) unsafe fn tile<const Q5: bool, const TILE_M: usize, const TILE_N: usize>(
         w: [&[u8]; TILE_M],
@@ -578,12 +572,9 @@ mod avx2 {
         for b in 0..nb {
             let mut wx = [_mm256_setzero_si256(); TILE_M];
             let mut wd = [_mm256_setzero_ps(); TILE_M];
+            prefetch_tile::<TILE_M>(w[0], b, bb);
             for rm in 0..TILE_M {
                 let blk = &w[rm][b * bb..(b + 1) * bb];
-                // a prefetch is a hint: it never faults, whatever the address
-                _mm_prefetch::<_MM_HINT_T0>(
-                    blk.as_ptr().wrapping_add(PREFETCH_DISTANCE) as *const i8
-                );
                 wd[rm] = f16_splat(blk[0], blk[1]);
                 wx[rm] = if Q5 {
                     q5_0_block(blk)
