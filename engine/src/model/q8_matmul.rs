@@ -8,7 +8,8 @@
 //! `ggml_vec_dot_q8_0_q8_0`). Decode (and batches under 64 rows) split the work across weight
 //! rows, each read once for all activation rows of the call; prompts split it across
 //! activation rows, each task passing its tiles over groups of weight rows kept in L2 and
-//! writing whole output rows (see `fill_prompt`).
+//! writing whole output rows (see `fill_prompt`; Q5_0 groups are unpacked once per task into
+//! an offset form that needs no sign trick, see `fill_prompt_q5_0`).
 //!
 //! Tested against dequantize-then-multiply below.
 
@@ -132,9 +133,17 @@ impl BlockMatrix {
                     tasks.push((w, t * rows_per_task, dst));
                 }
             }
+            let sums = mats
+                .iter()
+                .any(|w| w.format == BlockFormat::Q5_0)
+                .then(|| LaneSums::new(&q))
+                .flatten();
             tasks
                 .into_par_iter()
-                .for_each(|(w, i0, dst)| w.fill_prompt(&q, i0, dst));
+                .for_each(|(w, i0, dst)| match (&sums, w.format) {
+                    (Some(sums), BlockFormat::Q5_0) => w.fill_prompt_q5_0(&q, sums, i0, dst),
+                    _ => w.fill_prompt(&q, i0, dst),
+                });
             return outs;
         }
         // out_t[r][i]: each task owns a contiguous run of one matrix's weight rows.
@@ -160,28 +169,17 @@ impl BlockMatrix {
 
     /// `dst[i * n + j]` = weight row `j` · activation row `i0 + i`, for the activation rows
     /// `dst` holds. Weight rows go in groups of `GROUP_ROWS` (56 KiB of Q8_0 at width 640),
-    /// which stay in L2 while every activation tile of the task passes over them. A Q5_0
-    /// group is first widened to Q8_0 — the same f16 scales, the 5-bit values as bytes — so
-    /// that its bits are unpacked once per task rather than once per activation tile: the
-    /// integer products and the scaling are the same, so the results are identical, and the
-    /// widened copy is one group, never the matrix.
+    /// which stay in L2 while every activation tile of the task passes over them. (Q5_0 with
+    /// AVX2 takes `fill_prompt_q5_0`, which also unpacks each group once.)
     fn fill_prompt(&self, q: &Q8Rows, i0: usize, dst: &mut [f32]) {
         let n = self.n;
         let rows = dst.len() / n;
         let row_bytes = self.row_bytes();
-        let mut widened = Vec::new();
+        let format = self.format;
         for g0 in (0..n).step_by(GROUP_ROWS) {
             let g1 = (g0 + GROUP_ROWS).min(n);
-            let group = &self.data[g0 * row_bytes..g1 * row_bytes];
-            let (format, bytes) = match self.format {
-                BlockFormat::Q5_0 if rows > TILE_N => {
-                    widen_q5_0(group, &mut widened);
-                    (BlockFormat::Q8_0, &widened[..])
-                }
-                format => (format, group),
-            };
-            let group_row_bytes = self.k / QK * format.block_bytes();
-            let row = |j: usize| &bytes[j * group_row_bytes..(j + 1) * group_row_bytes];
+            let bytes = &self.data[g0 * row_bytes..g1 * row_bytes];
+            let row = |j: usize| &bytes[j * row_bytes..(j + 1) * row_bytes];
             let width = g1 - g0;
             let kernel = kernel_for(format);
             let mut i = 0;
@@ -213,6 +211,78 @@ impl BlockMatrix {
                 }
             }
         }
+    }
+
+    /// [`Self::fill_prompt`] for Q5_0 with AVX2, on each group unpacked to *offset* form: a
+    /// Q5_0 value `x = v - 16` is kept as `v = x + 16` (0..=31, the nibble and fifth bit as
+    /// they are) and the f16 scales as f32. `maddubs` takes `v` directly as its unsigned side,
+    /// so no sign trick is needed, and `x·y = v·y - 16·y`: each 4-value lane subtracts
+    /// `16 · Σ y` of its activation bytes ([`LaneSums`], once per activation block). The lane
+    /// integers, hence every float operation after them, are those of the Q8_0 tile, so the
+    /// results are identical; the tile does one vector op less per product and keeps fewer
+    /// registers live, which let it grow to `OFFSET_TILE_N` activation rows without spilling.
+    #[cfg(target_arch = "x86_64")]
+    fn fill_prompt_q5_0(&self, q: &Q8Rows, sums: &LaneSums, i0: usize, dst: &mut [f32]) {
+        let n = self.n;
+        let rows = dst.len() / n;
+        let k = self.k;
+        let nb = k / QK;
+        let row_bytes = self.row_bytes();
+        let mut group = OffsetGroup {
+            values: vec![0u8; GROUP_ROWS * k],
+            scales: vec![0f32; GROUP_ROWS * nb],
+            k,
+        };
+        for g0 in (0..n).step_by(GROUP_ROWS) {
+            let g1 = (g0 + GROUP_ROWS).min(n);
+            let width = g1 - g0;
+            group.unpack(&self.data[g0 * row_bytes..g1 * row_bytes]);
+            let mut store = |j0: usize, i: usize, acc: &[f32], rm: usize, rn: usize| {
+                for r in 0..rm {
+                    for c in 0..rn {
+                        dst[(i + c) * n + g0 + j0 + r] = acc[r * rn + c];
+                    }
+                }
+            };
+            let mut i = 0;
+            while i + OFFSET_TILE_N <= rows {
+                let mut j = 0;
+                while j + OFFSET_TILE_M <= width {
+                    // SAFETY: AVX2/FMA/F16C were detected by the caller (`LaneSums::new`).
+                    let acc = unsafe {
+                        avx2::offset_tile::<OFFSET_TILE_M, OFFSET_TILE_N>(
+                            &group,
+                            j,
+                            q,
+                            sums,
+                            i0 + i,
+                        )
+                    };
+                    store(j, i, acc.as_flattened(), OFFSET_TILE_M, OFFSET_TILE_N);
+                    j += OFFSET_TILE_M;
+                }
+                for j in j..width {
+                    // SAFETY: as above.
+                    let acc = unsafe {
+                        avx2::offset_tile::<1, OFFSET_TILE_N>(&group, j, q, sums, i0 + i)
+                    };
+                    store(j, i, acc.as_flattened(), 1, OFFSET_TILE_N);
+                }
+                i += OFFSET_TILE_N;
+            }
+            for i in i..rows {
+                for j in 0..width {
+                    // SAFETY: as above.
+                    let acc = unsafe { avx2::offset_tile::<1, 1>(&group, j, q, sums, i0 + i) };
+                    store(j, i, acc.as_flattened(), 1, 1);
+                }
+            }
+        }
+    }
+
+    #[cfg(not(target_arch = "x86_64"))]
+    fn fill_prompt_q5_0(&self, q: &Q8Rows, _: &LaneSums, i0: usize, dst: &mut [f32]) {
+        self.fill_prompt(q, i0, dst)
     }
 
     /// `dst[j * m + i]` = weight row `r0 + j` · activation row `i`.
@@ -334,6 +404,52 @@ impl Q8Rows {
     }
 }
 
+/// Per activation block, the 8 lanes `16 · (y[4l] + y[4l+1] + y[4l+2] + y[4l+3])`: what the
+/// offset form of Q5_0 subtracts (see `BlockMatrix::fill_prompt_q5_0`).
+pub struct LaneSums(Vec<i32>);
+
+impl LaneSums {
+    /// `None` where the CPU lacks AVX2/FMA/F16C (the offset tile is AVX2 only).
+    fn new(q: &Q8Rows) -> Option<Self> {
+        #[cfg(target_arch = "x86_64")]
+        if simd_available() {
+            let blocks = q.scales.len();
+            let mut sums = vec![0i32; blocks * 8];
+            for (b, out) in sums.chunks_exact_mut(8).enumerate() {
+                // SAFETY: the CPU features were detected just above.
+                unsafe { avx2::lane_sums(&q.quants[b * QK..(b + 1) * QK], out) };
+            }
+            return Some(LaneSums(sums));
+        }
+        let _ = q;
+        None
+    }
+}
+
+/// A group of Q5_0 weight rows in offset form: values `x + 16` as bytes, row after row, and
+/// each block's scale as f32.
+struct OffsetGroup {
+    values: Vec<u8>,
+    scales: Vec<f32>,
+    k: usize,
+}
+
+impl OffsetGroup {
+    /// Unpack whole Q5_0 rows (at most `GROUP_ROWS`) into the front of the buffers.
+    #[cfg(target_arch = "x86_64")]
+    fn unpack(&mut self, rows: &[u8]) {
+        for ((b, v), s) in rows
+            .chunks_exact(Q5_0_BYTES)
+            .zip(self.values.chunks_exact_mut(QK))
+            .zip(self.scales.iter_mut())
+        {
+            *s = f16::from_le_bytes([b[0], b[1]]).to_f32();
+            // SAFETY: AVX2/FMA/F16C were detected before any offset group is made.
+            unsafe { avx2::q5_0_offset_values(b, v) };
+        }
+    }
+}
+
 /// Quantize whole blocks of `x` into `quants` and `scales` (one per block).
 fn quantize_blocks(x: &[f32], quants: &mut [i8], scales: &mut [f32]) {
     #[cfg(target_arch = "x86_64")]
@@ -385,28 +501,6 @@ fn q5_0_values(b: &[u8]) -> [i8; 32] {
     v
 }
 
-/// Q5_0 blocks to Q8_0 blocks: the f16 scale as it is, the 32 values (`-16..=15`) as signed
-/// bytes. `dst` is reused from call to call.
-fn widen_q5_0(src: &[u8], dst: &mut Vec<u8>) {
-    let blocks = src.len() / Q5_0_BYTES;
-    dst.resize(blocks * Q8_0_BYTES, 0);
-    for (b, o) in src
-        .chunks_exact(Q5_0_BYTES)
-        .zip(dst.chunks_exact_mut(Q8_0_BYTES))
-    {
-        o[..2].copy_from_slice(&b[..2]);
-        #[cfg(target_arch = "x86_64")]
-        if simd_available() {
-            // SAFETY: the CPU features were detected; `o` has 32 bytes after its scale.
-            unsafe { avx2::widen_q5_0_block(b, &mut o[2..]) };
-            continue;
-        }
-        for (d, v) in o[2..].iter_mut().zip(q5_0_values(b)) {
-            *d = v as u8;
-        }
-    }
-}
-
 type Kernel = fn(&[u8], &Q8Rows, usize) -> f32;
 
 #[cfg(target_arch = "x86_64")]
@@ -424,6 +518,9 @@ const PROMPT_SPLIT_ROWS: usize = 64;
 /// Weight rows a prompt task keeps hot while its activation tiles pass over them.
 const GROUP_ROWS: usize = 128;
 const TILE_N: usize = 4;
+/// The offset-form Q5_0 prompt tile (`fill_prompt_q5_0`): weight rows × activation rows.
+const OFFSET_TILE_M: usize = 2;
+const OFFSET_TILE_N: usize = 4;
 /// One activation row (decode): 4 weight rows per tile — four independent accumulator chains,
 /// and each activation block loaded once for four rows.
 const ROWS_1: usize = 4;
@@ -548,11 +645,93 @@ mod avx2 {
         _mm256_or_si256(qx, hi)
     }
 
+    /// A Q5_0 block's values in offset form, `x + 16` (0..=31): nibble | fifth bit << 4.
     #[target_feature(enable = "avx2,fma,f16c")]
-    pub(super) unsafe fn widen_q5_0_block(blk: &[u8], out: &mut [u8]) {
+    pub(super) unsafe fn q5_0_offset_values(blk: &[u8], out: &mut [u8]) {
         assert!(blk.len() >= Q5_0_BYTES && out.len() >= QK);
+        let qh = u32::from_le_bytes([blk[2], blk[3], blk[4], blk[5]]);
+        let v = _mm256_or_si256(
+            bytes_from_nibbles_32(&blk[6..22]),
+            _mm256_and_si256(bytes_from_bits_32(qh), _mm256_set1_epi8(0x10)),
+        );
         // SAFETY: 32 writable bytes, checked above; unaligned store.
-        unsafe { _mm256_storeu_si256(out.as_mut_ptr() as *mut __m256i, q5_0_block(blk)) };
+        unsafe { _mm256_storeu_si256(out.as_mut_ptr() as *mut __m256i, v) };
+    }
+
+    /// `out[l] = 16 · Σ y[4l..4l + 4]` for one activation block.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub(super) unsafe fn lane_sums(y: &[i8], out: &mut [i32]) {
+        assert!(y.len() >= QK && out.len() >= 8);
+        // SAFETY: 32 readable bytes and 8 writable lanes, checked above; unaligned.
+        unsafe {
+            let y = _mm256_loadu_si256(y.as_ptr() as *const __m256i);
+            let s = _mm256_madd_epi16(
+                _mm256_maddubs_epi16(_mm256_set1_epi8(16), y),
+                _mm256_set1_epi16(1),
+            );
+            _mm256_storeu_si256(out.as_mut_ptr() as *mut __m256i, s);
+        }
+    }
+
+    /// Rows `j..j + RM` of an offset group times activation rows `i0..i0 + RN`: per block,
+    /// `maddubs(v, y)`, pairs summed to i32 lanes, the lane sums of `y` subtracted — the
+    /// same lane integers as `mul_sum_i8_pairs_float` gives for `x = v - 16` — then the same
+    /// conversion, scale product and fused multiply-add as [`tile`].
+    #[target_feature(enable = "avx2,fma,f16c")]
+    #[allow(clippy::needless_range_loop)] // indices as in `tile`, whose loops this mirrors
+    pub(super) unsafe fn offset_tile<const RM: usize, const RN: usize>(
+        group: &super::OffsetGroup,
+        j: usize,
+        q: &Q8Rows,
+        sums: &super::LaneSums,
+        i0: usize,
+    ) -> [[f32; RN]; RM] {
+        let k = group.k;
+        let nb = k / QK;
+        assert!(
+            (j + RM) * k <= group.values.len()
+                && (j + RM) * nb <= group.scales.len()
+                && (i0 + RN) * nb <= q.scales.len()
+                && q.blocks_per_row == nb
+                && sums.0.len() == q.scales.len() * 8
+        );
+        let ones = _mm256_set1_epi16(1);
+        let v = group.values.as_ptr();
+        let mut acc = [[_mm256_setzero_ps(); RN]; RM];
+        for b in 0..nb {
+            let mut x = [_mm256_setzero_si256(); RM];
+            let mut d = [_mm256_setzero_ps(); RM];
+            for rm in 0..RM {
+                // SAFETY: rows j..j + RM of the group are in bounds (asserted above).
+                unsafe {
+                    x[rm] = _mm256_loadu_si256(v.add((j + rm) * k + b * QK) as *const __m256i);
+                    d[rm] = _mm256_set1_ps(*group.scales.get_unchecked((j + rm) * nb + b));
+                }
+            }
+            for rn in 0..RN {
+                let qi = (i0 + rn) * nb + b;
+                // SAFETY: activation block qi and its lane sums are in bounds (asserted above).
+                let (y, s, dy) = unsafe {
+                    (
+                        _mm256_loadu_si256(q.quants.as_ptr().add(qi * QK) as *const __m256i),
+                        _mm256_loadu_si256(sums.0.as_ptr().add(qi * 8) as *const __m256i),
+                        _mm256_set1_ps(*q.scales.get_unchecked(qi)),
+                    )
+                };
+                for rm in 0..RM {
+                    let dot = _mm256_madd_epi16(_mm256_maddubs_epi16(x[rm], y), ones);
+                    let p = _mm256_cvtepi32_ps(_mm256_sub_epi32(dot, s));
+                    acc[rm][rn] = _mm256_fmadd_ps(_mm256_mul_ps(d[rm], dy), p, acc[rm][rn]);
+                }
+            }
+        }
+        let mut out = [[0f32; RN]; RM];
+        for rm in 0..RM {
+            for rn in 0..RN {
+                out[rm][rn] = hsum(acc[rm][rn]);
+            }
+        }
+        out
     }
 
     /// Dots of `TILE_M` weight rows with activation rows `i0..i0 + TILE_N`: the same per-block
@@ -718,8 +897,9 @@ mod tests {
         check(BlockFormat::Q5_0, random_q5_0(71 * k / QK, 9), 71, k, 11);
     }
 
-    /// Prompts (m >= 64) split the activation rows across tasks, widen Q5_0 groups to Q8_0 and
-    /// write `[m, n]` directly; every row's result must be the one it gets alone, bit for bit.
+    /// Prompts (m >= 64) split the activation rows across tasks, unpack Q5_0 groups to offset
+    /// form and write `[m, n]` directly; every row's result must be the one it gets alone, bit
+    /// for bit.
     #[test]
     fn prompt_rows_equal_each_row_alone() {
         let (n, k, m) = (GROUP_ROWS + 3, 128, 70);
