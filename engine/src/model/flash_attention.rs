@@ -92,7 +92,7 @@ impl Inputs<'_> {
 /// Returns `[seq, n_head * d]`; see the module docs.
 pub(crate) fn attention(inputs: &Inputs<'_>) -> Vec<f32> {
     let (seq, n_head, d) = (inputs.seq, inputs.n_head, inputs.d);
-    let mut out = vec![0f32; seq * n_head * d];
+    let mut out = super::scratch::zeroed(seq * n_head * d);
     if seq >= TILE_Q {
         let items: Vec<(usize, usize)> = (0..n_head)
             .flat_map(|h| (0..seq).step_by(TILE_Q).map(move |q0| (h, q0)))

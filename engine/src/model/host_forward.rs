@@ -12,6 +12,7 @@
 
 use super::flash_attention::{self, SlotPositions, Visibility};
 use super::linear::Linear;
+use super::scratch;
 use super::{Gemma3, Output};
 use crate::error::{Error, Result};
 use crate::kv_cache::KvCache;
@@ -60,7 +61,7 @@ impl Gemma3 {
             rope.apply_host(&mut k, c.n_kv_head, start);
             let attention_scale = c.attention_scale as f32;
             // attention wants Q as [n_head, seq, d]
-            let mut qt = vec![0f32; q.len()];
+            let mut qt = scratch::zeroed(q.len());
             for i in 0..seq {
                 for hd in 0..c.n_head {
                     let src = &q[(i * c.n_head + hd) * d..][..d];
@@ -70,7 +71,10 @@ impl Gemma3 {
                     }
                 }
             }
+            scratch::release(q);
             let (kc, vc, slots, used) = cache.write_host(il, start, &k, &v)?;
+            scratch::release(k);
+            scratch::release(v);
             let vis = Visibility {
                 slot_pos: if layer.sliding {
                     SlotPositions::Ring(&ring_positions)
@@ -96,11 +100,14 @@ impl Gemma3 {
                 seq,
                 vis: &vis,
             });
+            scratch::release(qt);
             let mut o = layer.o.matmul_host(&attn, seq)?;
+            scratch::release(attn);
             rms_norm_rows(&mut o, &layer.post_attn_norm.host, c.rms_eps);
             for (xv, ov) in x.iter_mut().zip(&o) {
                 *xv += ov;
             }
+            scratch::release(o);
 
             rms_norm_into(&x, &layer.ffn_norm.host, c.rms_eps, &mut h);
             let mut gate_up =
@@ -112,10 +119,13 @@ impl Gemma3 {
             };
             geglu(&mut gate, &up);
             let mut ffn = layer.down.matmul_host(&gate, seq)?;
+            scratch::release(gate);
+            scratch::release(up);
             rms_norm_rows(&mut ffn, &layer.post_ffn_norm.host, c.rms_eps);
             for (xv, fv) in x.iter_mut().zip(&ffn) {
                 *xv += fv;
             }
+            scratch::release(ffn);
         }
         cache.advance(start + seq);
         let rows = match output {

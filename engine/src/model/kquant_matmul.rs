@@ -134,7 +134,7 @@ impl KMatrix {
     /// `x` `[m, k]` → `[m, n]` = x · Wᵀ.
     pub fn matmul(&self, x: &[f32], m: usize) -> Vec<f32> {
         let q = Q8KRows::quantize(x, m, self.k);
-        let mut out = vec![0f32; m * self.n];
+        let mut out = super::scratch::zeroed(m * self.n);
         self.matmul_q(&q, m, &mut out);
         out
     }
@@ -161,9 +161,10 @@ impl KMatrix {
             return;
         }
         // Tasks own contiguous runs of weight rows, so they write `[n, m]`; transpose after.
-        let mut out_t = vec![0f32; self.n * m];
+        let mut out_t = super::scratch::zeroed(self.n * m);
         self.dot_rows(q, m, &mut out_t);
         super::q8_matmul::transpose_into(&out_t, self.n, m, out);
+        super::scratch::release(out_t);
     }
 
     /// `out_t[r * m + i]` = weight row `r` · activation row `i`.

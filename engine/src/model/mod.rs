@@ -20,6 +20,7 @@ mod kquant_matmul;
 mod linear;
 mod q8_matmul;
 mod rope;
+mod scratch;
 #[cfg(target_arch = "x86_64")]
 mod x86;
 
