@@ -224,8 +224,8 @@ impl BlockMatrix {
     /// so no sign trick is needed, and `x·y = v·y - 16·y`: each 4-value lane subtracts
     /// `16 · Σ y` of its activation bytes ([`LaneSums`], once per activation block). The lane
     /// integers, hence every float operation after them, are those of the Q8_0 tile, so the
-    /// results are identical; the tile does one vector op less per product and keeps fewer
-    /// registers live, which let it grow to `OFFSET_TILE_N` activation rows without spilling.
+    /// results are identical; the tile does one vector op less per product (a subtraction
+    /// instead of two sign ops) and keeps only `v`, not also its magnitude, live per row.
     #[cfg(target_arch = "x86_64")]
     fn fill_prompt_q5_0(&self, q: &Q8Rows, sums: &LaneSums, i0: usize, dst: &mut [f32]) {
         let n = self.n;
