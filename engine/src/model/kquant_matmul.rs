@@ -611,7 +611,6 @@ mod avx2 {
     use super::{BSUMS, Q4_K_BYTES, Q6_K_BYTES, Q8KRow, Q8KRows, QK_K, q4_k_scales_mins};
     use std::arch::x86_64::*;
 
-    /// ggml `hsum_float_8`.
     /// ggml `get_scale_shuffle_k4(i)`: bytes `2i, 2i+1` repeated, broadcasting i16 lane `i`.
     #[inline]
     #[target_feature(enable = "avx2,fma")]
@@ -917,7 +916,8 @@ mod avx2 {
     /// row's sub-block sums formed once; per 32-value sub-block, each weight row's nibbles and
     /// scale are split out once and each activation vector loaded once. Every output gets the
     /// same i32 lanes and the same f32 operations in the same order as the one-row kernel, so
-    /// the results are identical.
+    /// the results are identical. `w` are consecutive rows of one matrix, which the prefetch
+    /// relies on (`prefetch_tile`); so for `tile_q6_k`.
     #[target_feature(enable = "avx2,fma,f16c")]
     pub(super) fn tile_q4_k<const RM: usize, const RN: usize>(
         w: [&[u8]; RM],

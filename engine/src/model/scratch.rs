@@ -17,7 +17,7 @@ const MAX_POOLED_BYTES: usize = 48 << 20;
 
 static POOL: Mutex<Pool> = Mutex::new(Pool::new(MAX_POOLED_BYTES));
 
-/// `len` zeros, in a pooled buffer when one is large enough.
+/// `len` zeros, in a pooled buffer when one fits (see `Pool::take`).
 pub(crate) fn zeroed(len: usize) -> Vec<f32> {
     let reused = (len >= MIN_POOLED).then(|| pool().take(len)).flatten();
     match reused {
@@ -56,13 +56,15 @@ impl Pool {
         }
     }
 
-    /// The smallest buffer that holds `len` values, if any.
+    /// The smallest buffer that holds `len` values, if any is at most twice that: a small
+    /// request (a decode step's logits) must not carry off a prompt step's large buffer, which
+    /// the next prompt step would then have to fault in again.
     fn take(&mut self, len: usize) -> Option<Vec<f32>> {
         let best = self
             .buffers
             .iter()
             .enumerate()
-            .filter(|(_, b)| b.capacity() >= len)
+            .filter(|(_, b)| b.capacity() >= len && b.capacity() / 2 <= len)
             .min_by_key(|(_, b)| b.capacity())
             .map(|(i, _)| i)?;
         Some(self.buffers.swap_remove(best))
@@ -85,14 +87,17 @@ mod tests {
     use super::*;
 
     #[test]
-    fn take_gives_the_smallest_buffer_that_fits() {
+    fn take_gives_the_smallest_buffer_that_fits_without_waste() {
         let mut pool = Pool::new(1 << 20);
         pool.keep(Vec::with_capacity(1000));
         pool.keep(Vec::with_capacity(300));
         pool.keep(Vec::with_capacity(500));
         assert_eq!(pool.take(400).map(|b| b.capacity()), Some(500));
         assert_eq!(pool.take(1001), None);
-        assert_eq!(pool.take(1).map(|b| b.capacity()), Some(300));
+        // 300 and 1000 are left; 1000 is more than twice what 200 needs
+        assert_eq!(pool.take(200).map(|b| b.capacity()), Some(300));
+        assert_eq!(pool.take(200), None);
+        assert_eq!(pool.take(500).map(|b| b.capacity()), Some(1000));
     }
 
     #[test]
