@@ -189,7 +189,7 @@ impl ConversationManager {
         let tokens = self
             .engine
             .tokenizer()
-            .encode(&engine::tokenizer::render_chat(&history, false), true)?
+            .encode_chat(&history, false)?
             .len();
         // the engine prefills this while nothing else is asked of it; a send reuses it
         self.engine.prefill_history(history)?;
@@ -378,10 +378,7 @@ impl ConversationManager {
             None => 0,
         } + 4; // <bos> and the summary header's line
         let mut summarizer = Announced {
-            inner: EngineSummarizer {
-                engine: &self.engine,
-                context: self.config.policy.context_tokens,
-            },
+            inner: EngineSummarizer::new(&self.engine, self.config.policy.context_tokens),
             before: on_summarize,
         };
         let outcome =

@@ -26,6 +26,19 @@ pub struct EngineSummarizer<'a> {
     pub engine: &'a EngineHandle,
     /// Tokens the summarization prompt may use (the context less the summary's room).
     pub context: usize,
+    /// The session summaries are made on, opened at the first one, so the conversation's
+    /// own session and its draft stay as they are.
+    session: Option<engine::ScratchSession>,
+}
+
+impl<'a> EngineSummarizer<'a> {
+    pub fn new(engine: &'a EngineHandle, context: usize) -> Self {
+        EngineSummarizer {
+            engine,
+            context,
+            session: None,
+        }
+    }
 }
 
 impl EngineSummarizer<'_> {
@@ -89,9 +102,13 @@ impl Summarizer for EngineSummarizer<'_> {
             max_chars = (budget * 3).min(max_chars.saturating_sub(max_chars / 4).max(64));
         };
         let params = summary_params(request.max_tokens);
+        let session = match &self.session {
+            Some(s) => s.id(),
+            None => self.session.insert(self.engine.open_session()?).id(),
+        };
         let generation = self
             .engine
-            .generate(Prompt::Ids(ids), params)?
+            .generate_on(session, Prompt::Ids(ids), params)?
             .wait(|_| {})?;
         let mut text = generation.text.trim().to_string();
         let mut token_count = generation.ids.len();

@@ -18,7 +18,7 @@ use std::sync::{Mutex, MutexGuard};
 use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::session::{Session, common_prefix};
-use crate::tokenizer::{ChatMessage, render_chat, render_open_user_turn};
+use crate::tokenizer::ChatMessage;
 
 /// What one draft prefill did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -58,9 +58,7 @@ impl Engine {
         stale: &dyn Fn() -> bool,
     ) -> Result<DraftOutcome> {
         let chunk = chunk.max(1);
-        let ids = self
-            .tokenizer()
-            .encode(&render_open_user_turn(history, draft), true)?;
+        let ids = self.tokenizer().encode_open_user_turn(history, draft)?;
         if ids.len() >= session.context() {
             return Err(Error::PromptTooLong {
                 tokens: ids.len(),
@@ -80,7 +78,7 @@ impl Engine {
             // away again (within the ring: no re-prefill).
             let mut sent = history.to_vec();
             sent.push(ChatMessage::user(draft.to_string()));
-            let full = self.tokenizer().encode(&render_chat(&sent, true), true)?;
+            let full = self.tokenizer().encode_chat(&sent, true)?;
             if full.len() < session.context() && full.starts_with(&ids) {
                 session.prefill_until(self.model(), &full[ids.len()..], chunk, stale)?;
             }

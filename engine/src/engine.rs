@@ -5,16 +5,18 @@ use std::path::PathBuf;
 use std::sync::OnceLock;
 use std::time::Instant;
 
-use candle_core::{Device, Tensor};
+use candle_core::Device;
 use serde::{Deserialize, Serialize};
 
+use crate::arch::ModelArch;
+use crate::backend::{BackendChoice, BackendKind};
 use crate::device::{DeviceChoice, select_device};
 use crate::error::{Error, Result};
-use crate::gguf::{GemmaConfig, ModelFile};
+use crate::gguf::ModelFile;
 use crate::kv_budget::{KvShape, SessionConfig, context_for_budget};
 use crate::kv_cache::KvCache;
 use crate::memory_guard::{MemoryFit, ModelShape, fit_context, system_memory};
-use crate::model::{Gemma3, log_softmax};
+use crate::model::{Hidden, Model, log_softmax};
 use crate::session::Session;
 use crate::thermal::ThermalConfig;
 use crate::tokenizer::GemmaTokenizer;
@@ -24,6 +26,9 @@ use crate::tokenizer::GemmaTokenizer;
 pub struct EngineConfig {
     pub model_path: PathBuf,
     pub device: DeviceChoice,
+    /// Which forward-pass implementation runs (`auto`: our kernels on the CPU, candle on a GPU;
+    /// `candle` on the CPU runs the GPU path's model there, for tests).
+    pub backend: BackendChoice,
     /// Tokens a session can hold (at most: see `memory_budget_bytes`).
     pub context: usize,
     /// Largest number of tokens processed in one forward step during prefill.
@@ -48,6 +53,7 @@ impl Default for EngineConfig {
         EngineConfig {
             model_path: PathBuf::new(),
             device: DeviceChoice::Cpu,
+            backend: BackendChoice::Auto,
             context: 4096,
             prefill_chunk: 512,
             memory_budget_bytes: None,
@@ -66,12 +72,18 @@ pub struct ModelInfo {
     pub path: PathBuf,
     pub name: Option<String>,
     pub architecture: String,
+    /// The generation as people name it ("Gemma 3").
+    pub family: String,
+    /// Layers, sliding window, KV sharing and width in one line.
+    pub description: String,
     pub parameters: u64,
     pub quantization: String,
     pub file_bytes: u64,
     pub context: usize,
     pub training_context: usize,
     pub device: DeviceChoice,
+    /// The forward pass's implementation: `host` (our kernels) or `candle`.
+    pub backend: BackendKind,
     pub load_seconds: f64,
     /// K and V bytes per token of context, averaged over the session's full context.
     pub kv_bytes_per_token: usize,
@@ -90,7 +102,7 @@ pub struct ScoredPosition {
 }
 
 pub struct Engine {
-    pub(crate) model: Gemma3,
+    pub(crate) model: Model,
     tokenizer: GemmaTokenizer,
     config: EngineConfig,
     info: ModelInfo,
@@ -115,10 +127,11 @@ impl Engine {
         }
         config.thermal.validate()?;
         let (device, used, device_notice) = select_device(config.device);
+        let backend = config.backend.resolve(&device);
         let mut file = ModelFile::open(&config.model_path)?;
         // Decided from the header, before any weight or cache is touched.
         let memory = fit_context(
-            &ModelShape::of_file(&file, crate::kv_cache::element_bytes(&device)),
+            &ModelShape::of_file(&file),
             config.context,
             config.prefill_chunk,
             system_memory(config.available_memory_bytes).available_bytes,
@@ -127,12 +140,12 @@ impl Engine {
             tracing::warn!("{notice}");
         }
         let tokenizer = GemmaTokenizer::from_gguf(&file)?;
-        let model = Gemma3::load(&mut file, memory.context, &device)?;
+        let model = Model::load(&mut file, memory.context, &device, backend)?;
         let reduced = config.thermal.reduced_threads(model.threads());
         let model = model.with_reduced_threads(reduced)?;
-        let gc: &GemmaConfig = model.config();
+        let arch: &ModelArch = model.arch();
         // Decided here so that a budget too small for even one page fails the load clearly.
-        let kv_shape = KvShape::of(gc, crate::kv_cache::element_bytes(&device));
+        let kv_shape = KvShape::of(arch);
         let context = context_for_budget(
             &kv_shape,
             memory.context,
@@ -142,14 +155,17 @@ impl Engine {
         )?;
         let info = ModelInfo {
             path: config.model_path.clone(),
-            name: gc.name.clone(),
-            architecture: gc.architecture.as_str().to_string(),
-            parameters: gc.parameter_count(),
+            name: arch.name.clone(),
+            architecture: arch.family.as_str().to_string(),
+            family: arch.family.display_name().to_string(),
+            description: arch.summary(),
+            parameters: arch.parameter_count(),
             quantization: file.quantization_label(),
             file_bytes: file.file_size(),
             context,
-            training_context: gc.context_length,
+            training_context: arch.context_length,
             device: used,
+            backend,
             load_seconds: 0.0,
             // the formula `KvCache::bytes_per_token` reports, without allocating a session
             kv_bytes_per_token: (kv_shape.full_bytes(context, config.prefill_chunk)
@@ -176,10 +192,10 @@ impl Engine {
     /// first real request runs at full speed.
     fn warm_up(&self) -> Result<()> {
         let mut session = Session::new(KvCache::new(
-            self.model.config(),
+            self.model.arch(),
             8,
             8,
-            self.model.device(),
+            self.model.kv_storage(),
         )?);
         let bos = self.tokenizer.bos_id();
         session.prefill(&self.model, &[bos, bos])?;
@@ -196,8 +212,9 @@ impl Engine {
         &self.info
     }
 
-    pub fn model_config(&self) -> &GemmaConfig {
-        self.model.config()
+    /// The architecture description of the loaded model.
+    pub fn arch(&self) -> &ModelArch {
+        self.model.arch()
     }
 
     pub fn device(&self) -> &Device {
@@ -219,7 +236,7 @@ impl Engine {
         self.info.context
     }
 
-    pub fn model(&self) -> &Gemma3 {
+    pub fn model(&self) -> &Model {
         &self.model
     }
 
@@ -251,20 +268,17 @@ impl Engine {
             ));
         }
         let context = context_for_budget(
-            &KvShape::of(
-                self.model.config(),
-                crate::kv_cache::element_bytes(self.model.device()),
-            ),
+            &KvShape::of(self.model.arch()),
             config.context,
             self.model.max_context(),
             config.prefill_chunk,
             config.memory_budget_bytes,
         )?;
         Ok(Session::new(KvCache::new(
-            self.model.config(),
+            self.model.arch(),
             context,
             config.prefill_chunk,
-            self.model.device(),
+            self.model.kv_storage(),
         )?))
     }
 
@@ -278,10 +292,22 @@ impl Engine {
         Ok(*self.model_sha256.get_or_init(|| sha))
     }
 
-    /// Next-token logits of one hidden state `[1, n_embd]` as a host vector.
-    pub fn logits_vec(&self, hidden: &Tensor) -> Result<Vec<f32>> {
-        let logits = self.model.logits(hidden)?;
-        Ok(logits.squeeze(0)?.to_vec1::<f32>()?)
+    /// Next-token logits of the last hidden state as a host vector.
+    pub fn logits_vec(&self, hidden: &Hidden) -> Result<Vec<f32>> {
+        let last = if hidden.rows() == 1 {
+            hidden.clone()
+        } else {
+            hidden.row(hidden.rows().saturating_sub(1))?
+        };
+        self.model
+            .logits(&last)?
+            .pop()
+            .ok_or_else(|| Error::InvalidArgument("no hidden state to score".into()))
+    }
+
+    /// Logits of every hidden state, `[rows][n_vocab]`.
+    pub fn logits_rows(&self, hidden: &Hidden) -> Result<Vec<Vec<f32>>> {
+        self.model.logits(hidden)
     }
 
     /// Teacher-forced scoring: for each position p in 1..n, the top-5 next tokens after
@@ -305,8 +331,12 @@ impl Engine {
         let mut offset = 0;
         for chunk in ids[..ids.len() - 1].chunks(SLICE) {
             let hidden = session.prefill_all(&self.model, chunk)?;
-            let lp = log_softmax(&self.model.logits(&hidden)?)?;
-            let rows: Vec<Vec<f32>> = lp.to_vec2()?;
+            let rows: Vec<Vec<f32>> = self
+                .model
+                .logits(&hidden)?
+                .iter()
+                .map(|row| log_softmax(row))
+                .collect();
             for (i, row) in rows.iter().enumerate() {
                 let pos = offset + i + 1;
                 let target = ids[pos] as usize;

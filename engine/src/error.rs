@@ -31,6 +31,11 @@ pub enum Error {
         supported: &'static str,
     },
 
+    /// A Gemma file that asks for something the engine does not implement (mixture of
+    /// experts, an embedding model, a projector file, …): `what` says which.
+    #[error("{} cannot be run: {what}", path.display())]
+    UnsupportedModel { path: PathBuf, what: String },
+
     #[error("the tokenizer could not be built from the GGUF vocabulary: {0}")]
     Tokenizer(String),
 
@@ -105,6 +110,7 @@ impl Error {
             Error::Io { .. } => "io",
             Error::InvalidModel { .. } => "invalid_model",
             Error::UnsupportedArchitecture { .. } => "unsupported_architecture",
+            Error::UnsupportedModel { .. } => "unsupported_model",
             Error::Tokenizer(_) => "tokenizer",
             Error::ContextFull { .. } => "context_full",
             Error::PromptTooLong { .. } => "prompt_too_long",

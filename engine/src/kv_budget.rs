@@ -1,7 +1,7 @@
 //! How large a session's KV cache is, and how large it may be under a memory budget.
 //!
-//! The cache (see [`crate::kv_cache`]) costs, per layer and position, K and V of
-//! `n_kv_head × head_dim` f32 each. Sliding-window layers hold a ring of `window + chunk`
+//! The cache (see [`crate::kv_cache`]) costs, per storing layer and position, K and V of
+//! `n_kv_head × head_dim` f16 each. Sliding-window layers hold a ring of `window + chunk`
 //! positions whatever the context; global layers hold the whole context, grown in pages of
 //! [`PAGE_SIZE`] positions. A session's context is decided once, when it is created: the
 //! largest that the caller asked for, the model allows and — when a budget is given — whose
@@ -11,7 +11,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
-use crate::gguf::GemmaConfig;
+use crate::arch::ModelArch;
 
 /// Positions a global layer grows by at a time.
 pub const PAGE_SIZE: usize = 256;
@@ -29,50 +29,79 @@ pub struct SessionConfig {
     pub memory_budget_bytes: Option<u64>,
 }
 
-/// The dimensions of a model's KV cache that decide its size.
+/// One storing layer's share of the cache.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KvLayerShape {
+    pub sliding: bool,
+    /// `n_kv_head × head_dim`: values of K (and as many of V) per position.
+    pub width: usize,
+}
+
+/// The dimensions of a model's KV cache that decide its size: the layers that store K and V
+/// (Gemma 4's shared layers store none), each with its own width.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KvShape {
-    pub n_global: usize,
-    pub n_sliding: usize,
-    pub n_kv_head: usize,
-    pub head_dim: usize,
+    pub layers: Vec<KvLayerShape>,
     /// Sliding window; `None` when every layer is global.
     pub window: Option<usize>,
     pub element_bytes: usize,
 }
 
 impl KvShape {
-    /// `element_bytes`: bytes of one stored value (`kv_cache::element_bytes` of the device).
-    pub fn of(config: &GemmaConfig, element_bytes: usize) -> Self {
-        let n_sliding = (0..config.n_layer)
-            .filter(|&il| config.is_sliding(il))
-            .count();
+    /// The cache shape the description implies, stored as f16 (every backend's cache).
+    pub fn of(arch: &ModelArch) -> Self {
         KvShape {
-            n_global: config.n_layer - n_sliding,
-            n_sliding,
-            n_kv_head: config.n_kv_head,
-            head_dim: config.head_dim,
-            window: config.sliding_window,
-            element_bytes,
+            layers: arch
+                .storing_layers()
+                .map(|(_, l)| KvLayerShape {
+                    sliding: l.sliding,
+                    width: l.kv_width(),
+                })
+                .collect(),
+            window: arch.window,
+            element_bytes: crate::kv_cache::ELEMENT_BYTES,
         }
     }
 
-    /// Bytes of K and V for one position of one layer.
-    pub fn bytes_per_position(&self) -> u64 {
-        (2 * self.n_kv_head * self.head_dim * self.element_bytes) as u64
+    /// `n_global` and `n_sliding` layers of one width (the catalog's Gemma 3 sizes).
+    pub fn uniform(n_global: usize, n_sliding: usize, width: usize, window: Option<usize>) -> Self {
+        let layer = |sliding| KvLayerShape { sliding, width };
+        KvShape {
+            layers: (0..n_sliding)
+                .map(|_| layer(true))
+                .chain((0..n_global).map(|_| layer(false)))
+                .collect(),
+            window,
+            element_bytes: crate::kv_cache::ELEMENT_BYTES,
+        }
+    }
+
+    /// Bytes of K and V for one position of every layer that stores.
+    pub fn bytes_per_position(&self, sliding: bool) -> u64 {
+        self.layers
+            .iter()
+            .filter(|l| l.sliding == sliding)
+            .map(|l| (2 * l.width * self.element_bytes) as u64)
+            .sum()
     }
 
     /// Ring slots of a sliding layer: a whole chunk can be written before attention without
     /// overwriting a key an earlier query of the same chunk still needs.
     pub fn ring(&self, context: usize, chunk: usize) -> usize {
-        self.window.map_or(context, |w| w + chunk).min(context)
+        self.window
+            .map_or(context, |w| w.saturating_add(chunk))
+            .min(context)
     }
 
     /// Bytes of the whole cache once `context` positions are written.
     pub fn full_bytes(&self, context: usize, chunk: usize) -> u64 {
-        let positions = self.n_global as u64 * context as u64
-            + self.n_sliding as u64 * self.ring(context, chunk) as u64;
-        positions * self.bytes_per_position()
+        let global = self
+            .bytes_per_position(false)
+            .saturating_mul(context as u64);
+        let sliding = self
+            .bytes_per_position(true)
+            .saturating_mul(self.ring(context, chunk) as u64);
+        global.saturating_add(sliding)
     }
 }
 
@@ -118,22 +147,20 @@ pub fn context_for_budget(
 mod tests {
     use super::*;
 
-    /// Gemma 3 270M: 18 layers of which 3 are global, one KV head of 256, window 512.
+    /// Gemma 3 270M: 18 layers of which 3 are global, one KV head of 256, window 512 (f32
+    /// values here, as the tests were written).
     fn gemma_270m() -> KvShape {
         KvShape {
-            n_global: 3,
-            n_sliding: 15,
-            n_kv_head: 1,
-            head_dim: 256,
-            window: Some(512),
             element_bytes: 4,
+            ..KvShape::uniform(3, 15, 256, Some(512))
         }
     }
 
     #[test]
     fn full_bytes_counts_rings_once_and_globals_per_position() {
         let s = gemma_270m();
-        assert_eq!(s.bytes_per_position(), 2048);
+        assert_eq!(s.bytes_per_position(false), 3 * 2048);
+        assert_eq!(s.bytes_per_position(true), 15 * 2048);
         // 3 × 4096 + 15 × (512 + 64) positions
         assert_eq!(s.full_bytes(4096, 64), (3 * 4096 + 15 * 576) * 2048);
         // a context shorter than the ring caps the ring

@@ -1,9 +1,11 @@
 //! Companion's inference engine: Gemma models from quantized GGUF files on candle, offline.
 //!
-//! - [`gguf`]: open and validate a GGUF file, read its config;
+//! - [`gguf`]: open and validate a GGUF file;
+//! - [`arch`]: the architecture description read from it (Gemma 1 to 4, per-layer facts);
 //! - [`tokenizer`]: a `tokenizers::Tokenizer` built from the GGUF vocabulary, UTF-8-safe
 //!   streaming, Gemma's chat template;
-//! - [`model`]: our Gemma 3 forward pass (numerics follow llama.cpp `src/models/gemma3.cpp`);
+//! - [`model`]: the one Gemma forward pass over [`backend`]'s interface (numerics follow
+//!   llama.cpp `src/models/gemma*.cpp`), on our kernels or candle's;
 //! - [`kv_cache`], [`kv_budget`], [`session`], [`snapshot`]: the per-conversation state, its
 //!   size under a memory budget, and its versioned snapshots;
 //! - [`draft`]: prefill while the user types;
@@ -12,6 +14,8 @@
 //! - [`thermal`]: thermal state sources, the governor and the decode pacer;
 //! - [`runtime`]: the engine as an actor on its own thread behind an [`EngineHandle`].
 
+pub mod arch;
+pub mod backend;
 pub mod device;
 pub mod draft;
 pub mod engine;
@@ -29,13 +33,16 @@ pub mod snapshot;
 pub mod thermal;
 pub mod tokenizer;
 
+pub use arch::{Family, ModelArch};
+pub use backend::{BackendChoice, BackendKind};
 pub use device::DeviceChoice;
 pub use draft::DraftOutcome;
 pub use engine::{Engine, EngineConfig, ModelInfo, ScoredPosition};
 pub use error::{Error, Result};
 pub use generate::{GenerateParams, Generation, GenerationStats, StopReason};
 pub use kv_budget::{PAGE_SIZE, SessionConfig};
-pub use runtime::{EngineHandle, Event, GenerationHandle, Prompt};
+pub use model::{Hidden, Model};
+pub use runtime::{EngineHandle, Event, GenerationHandle, Prompt, ScratchSession, SessionId};
 pub use sampling::SamplingParams;
 pub use session::Session;
 pub use thermal::{ThermalConfig, ThermalNotice, ThermalState};

@@ -1,13 +1,17 @@
-//! The engine as an actor: it owns the model and the open conversation's session on one
-//! dedicated OS thread (forward passes block), and callers hold a cloneable [`EngineHandle`].
-//! Each request carries its own event channel and cancel flag, as in mistral.rs's engine loop;
-//! nothing on the caller's side ever waits on a forward pass unless it chooses to. Drafts
-//! (prefill while typing) bypass the queue through a shared slot: see [`crate::draft`].
+//! The engine as an actor: it owns the model and every session on one dedicated OS thread
+//! (forward passes block), and callers hold a cloneable [`EngineHandle`]. Requests name the
+//! session they run on: the open conversation's is [`SessionId::MAIN`]; summaries, document
+//! jobs and API requests open [`ScratchSession`]s of their own, so they never evict the
+//! conversation's KV cache or its pending draft. Each request carries its own event channel
+//! and cancel flag, as in mistral.rs's engine loop; nothing on the caller's side ever waits on
+//! a forward pass unless it chooses to. Drafts (prefill while typing, always on the main
+//! session) bypass the queue through a shared slot: see [`crate::draft`].
 //! The actor also owns the thermal governor: every generation is paced by it (see
 //! [`crate::thermal`]) and tells its caller, in its own event stream, what it did.
 
+use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::thread::JoinHandle;
 
@@ -19,13 +23,13 @@ use crate::error::{Error, Result};
 use crate::generate::{GenerateParams, Generation};
 use crate::session::Session;
 use crate::thermal::{Pacer, StepBaseline, ThermalGovernor, ThermalNotice, ThermalState};
-use crate::tokenizer::{ChatMessage, GemmaTokenizer, render_chat};
+use crate::tokenizer::{ChatMessage, GemmaTokenizer};
 
 /// What to generate from.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(tag = "kind", content = "value", rename_all = "camelCase")]
 pub enum Prompt {
-    /// Raw text, no chat template; `<bos>` is added.
+    /// Raw text, no chat template, special-token text recognized; `<bos>` is added.
     Text(String),
     /// A conversation rendered with Gemma's chat template, ending with an open model turn.
     Chat(Vec<ChatMessage>),
@@ -36,8 +40,8 @@ pub enum Prompt {
 impl Prompt {
     pub fn to_ids(&self, tokenizer: &GemmaTokenizer) -> Result<Vec<u32>> {
         match self {
-            Prompt::Text(t) => tokenizer.encode(t, true),
-            Prompt::Chat(messages) => tokenizer.encode(&render_chat(messages, true), true),
+            Prompt::Text(t) => tokenizer.encode_special(t, true),
+            Prompt::Chat(messages) => tokenizer.encode_chat(messages, true),
             Prompt::Ids(ids) => Ok(ids.clone()),
         }
     }
@@ -63,8 +67,24 @@ pub enum Event {
     },
 }
 
+/// A session of the engine actor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct SessionId(u64);
+
+impl SessionId {
+    /// The open conversation's session, which drafts prefill and snapshots capture.
+    pub const MAIN: SessionId = SessionId(0);
+}
+
+impl std::fmt::Display for SessionId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "session {}", self.0)
+    }
+}
+
 enum Request {
     Generate {
+        session: SessionId,
         prompt: Prompt,
         params: GenerateParams,
         events: Sender<Event>,
@@ -90,6 +110,32 @@ enum Request {
     ModelSha256 {
         reply: Sender<Result<[u8; 32]>>,
     },
+    OpenSession {
+        id: SessionId,
+        reply: Sender<Result<()>>,
+    },
+    CloseSession {
+        id: SessionId,
+    },
+}
+
+/// A session of its own for work beside the conversation (a summary, a document job, an API
+/// request); closed, and its memory freed, when dropped.
+pub struct ScratchSession {
+    id: SessionId,
+    tx: Sender<Request>,
+}
+
+impl ScratchSession {
+    pub fn id(&self) -> SessionId {
+        self.id
+    }
+}
+
+impl Drop for ScratchSession {
+    fn drop(&mut self) {
+        let _ = self.tx.send(Request::CloseSession { id: self.id });
+    }
 }
 
 /// A cloneable handle to the engine thread. Dropping the last handle stops the thread.
@@ -101,6 +147,7 @@ pub struct EngineHandle {
     notice: Option<String>,
     drafts: Arc<DraftSlot>,
     thermal: Arc<ThermalGovernor>,
+    next_session: Arc<AtomicU64>,
     _thread: Arc<ThreadGuard>,
 }
 
@@ -200,6 +247,7 @@ impl EngineHandle {
             notice,
             drafts,
             thermal,
+            next_session: Arc::new(AtomicU64::new(1)),
             _thread: Arc::new(ThreadGuard(Some(thread))),
         })
     }
@@ -247,14 +295,43 @@ impl EngineHandle {
         &self.thermal
     }
 
-    /// Start generating; returns immediately with the event stream. A draft being prefilled
-    /// is abandoned at its next chunk (what it prefilled stays cached for reuse).
+    /// Start generating on the open conversation's session; returns immediately with the
+    /// event stream. A draft being prefilled is abandoned at its next chunk (what it
+    /// prefilled stays cached for reuse).
     pub fn generate(&self, prompt: Prompt, params: GenerateParams) -> Result<GenerationHandle> {
-        self.drafts.supersede();
+        self.generate_on(SessionId::MAIN, prompt, params)
+    }
+
+    /// A new empty session, sized like the main one, for work that must not disturb it.
+    pub fn open_session(&self) -> Result<ScratchSession> {
+        let id = SessionId(self.next_session.fetch_add(1, Ordering::Relaxed));
+        let (reply, rx) = mpsc::channel();
+        self.tx
+            .send(Request::OpenSession { id, reply })
+            .map_err(|_| Error::EngineStopped)?;
+        rx.recv().map_err(|_| Error::EngineStopped)??;
+        Ok(ScratchSession {
+            id,
+            tx: self.tx.clone(),
+        })
+    }
+
+    /// Start generating on `session` (the main one or a [`ScratchSession`]'s). Only a
+    /// generation on the main session supersedes the draft.
+    pub fn generate_on(
+        &self,
+        session: SessionId,
+        prompt: Prompt,
+        params: GenerateParams,
+    ) -> Result<GenerationHandle> {
+        if session == SessionId::MAIN {
+            self.drafts.supersede();
+        }
         let (events_tx, events) = mpsc::channel();
         let cancel = Arc::new(AtomicBool::new(false));
         self.tx
             .send(Request::Generate {
+                session,
                 prompt,
                 params,
                 events: events_tx,
@@ -363,22 +440,32 @@ impl EngineHandle {
 
 fn run(
     engine: Engine,
-    mut session: Session,
+    main: Session,
     rx: Receiver<Request>,
     drafts: &DraftSlot,
     thermal: &ThermalGovernor,
 ) {
     // the unthrottled decode rate, measured across generations
     let mut baseline = StepBaseline::default();
+    let mut sessions: HashMap<SessionId, Session> = HashMap::new();
+    sessions.insert(SessionId::MAIN, main);
     for request in rx.iter() {
         match request {
             Request::Generate {
+                session,
                 prompt,
                 params,
                 events,
                 cancel,
             } => {
-                let _span = tracing::debug_span!("generate").entered();
+                let _span = tracing::debug_span!("generate", %session).entered();
+                let Some(session) = sessions.get_mut(&session) else {
+                    let _ = events.send(Event::Error {
+                        code: "invalid_argument".into(),
+                        message: format!("{session} is not open"),
+                    });
+                    continue;
+                };
                 let result = prompt.to_ids(engine.tokenizer()).and_then(|ids| {
                     let _ = events.send(Event::Started {
                         prompt_tokens: ids.len(),
@@ -389,7 +476,7 @@ fn run(
                         let _ = notices.send(Event::Thermal(n));
                     });
                     engine.generate_paced(
-                        &mut session,
+                        session,
                         &ids,
                         &params,
                         &cancel,
@@ -410,21 +497,44 @@ fn run(
             Request::Score { ids, reply } => {
                 let _ = reply.send(engine.score(&ids));
             }
-            Request::ResetSession => session.clear(),
-            Request::Draft => prefill_drafts(&engine, &mut session, drafts),
-            Request::SessionTokens { reply } => {
-                let _ = reply.send(session.tokens().to_vec());
+            Request::OpenSession { id, reply } => {
+                let _ = reply.send(engine.new_session().map(|s| {
+                    sessions.insert(id, s);
+                }));
             }
-            Request::Snapshot { reply } => {
-                let _ = reply.send(engine.snapshot(&session));
-            }
-            Request::Restore { bytes, reply } => {
-                let _ = reply.send(engine.restore(&mut session, &bytes));
+            Request::CloseSession { id } => {
+                if id != SessionId::MAIN {
+                    sessions.remove(&id);
+                }
             }
             Request::ModelSha256 { reply } => {
                 let _ = reply.send(engine.model_sha256());
             }
+            other => {
+                let Some(main) = sessions.get_mut(&SessionId::MAIN) else {
+                    continue;
+                };
+                on_main(&engine, main, other, drafts);
+            }
         }
+    }
+}
+
+/// Requests that always concern the open conversation's session.
+fn on_main(engine: &Engine, session: &mut Session, request: Request, drafts: &DraftSlot) {
+    match request {
+        Request::ResetSession => session.clear(),
+        Request::Draft => prefill_drafts(engine, session, drafts),
+        Request::SessionTokens { reply } => {
+            let _ = reply.send(session.tokens().to_vec());
+        }
+        Request::Snapshot { reply } => {
+            let _ = reply.send(engine.snapshot(session));
+        }
+        Request::Restore { bytes, reply } => {
+            let _ = reply.send(engine.restore(session, &bytes));
+        }
+        _ => {}
     }
 }
 

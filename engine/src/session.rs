@@ -2,11 +2,11 @@
 //! llama.cpp's memory contract (`llama-memory.h`): append (prefill in chunks, step), remove a
 //! suffix (truncate), clear; snapshot and restore live in [`crate::snapshot`].
 
-use candle_core::Tensor;
+use crate::model::Hidden;
 
 use crate::error::Result;
 use crate::kv_cache::KvCache;
-use crate::model::{Gemma3, Output};
+use crate::model::{Model, Output};
 
 #[derive(Debug)]
 pub struct Session {
@@ -14,7 +14,7 @@ pub struct Session {
     tokens: Vec<u32>,
     /// The hidden state after the last token, while it is still the last: lets a generation
     /// whose prompt is exactly what is cached (a sent draft) start without re-running a token.
-    last_hidden: Option<Tensor>,
+    last_hidden: Option<Hidden>,
 }
 
 impl Session {
@@ -76,7 +76,7 @@ impl Session {
     }
 
     /// Append `tokens` and return the last position's hidden state.
-    pub fn prefill(&mut self, model: &Gemma3, tokens: &[u32]) -> Result<Tensor> {
+    pub fn prefill(&mut self, model: &Model, tokens: &[u32]) -> Result<Hidden> {
         let result = model.forward(tokens, &mut self.cache, Output::Last);
         self.sync_tokens(tokens, result.is_ok());
         self.last_hidden = result.as_ref().ok().cloned();
@@ -84,7 +84,7 @@ impl Session {
     }
 
     /// One decode step: append one token and return its hidden state.
-    pub fn step(&mut self, model: &Gemma3, token: u32) -> Result<Tensor> {
+    pub fn step(&mut self, model: &Model, token: u32) -> Result<Hidden> {
         self.prefill(model, &[token])
     }
 
@@ -93,7 +93,7 @@ impl Session {
     /// fewer than `tokens.len()` only when `stop` said so. What was appended stays cached.
     pub fn prefill_until(
         &mut self,
-        model: &Gemma3,
+        model: &Model,
         tokens: &[u32],
         chunk: usize,
         stop: &dyn Fn() -> bool,
@@ -111,7 +111,7 @@ impl Session {
     }
 
     /// Append `tokens` and return every position's hidden state (for scoring).
-    pub fn prefill_all(&mut self, model: &Gemma3, tokens: &[u32]) -> Result<Tensor> {
+    pub fn prefill_all(&mut self, model: &Model, tokens: &[u32]) -> Result<Hidden> {
         let result = model.forward(tokens, &mut self.cache, Output::All);
         self.sync_tokens(tokens, result.is_ok());
         self.last_hidden = None;
@@ -129,7 +129,7 @@ impl Session {
 
     /// Keep only the first `n` tokens. When a sliding-window ring has already overwritten
     /// keys the prefix still needs, the prefix is re-prefilled from scratch.
-    pub fn truncate(&mut self, model: &Gemma3, n: usize) -> Result<()> {
+    pub fn truncate(&mut self, model: &Model, n: usize) -> Result<()> {
         if n >= self.tokens.len() {
             return Ok(());
         }
@@ -149,7 +149,7 @@ impl Session {
     /// Make the session hold exactly `tokens`, reusing the longest common prefix already in
     /// the cache. Returns the hidden state of the last token when any token was processed.
     /// At least one token is always (re)processed so that logits for the next token exist.
-    pub fn sync_to(&mut self, model: &Gemma3, tokens: &[u32]) -> Result<Option<Tensor>> {
+    pub fn sync_to(&mut self, model: &Model, tokens: &[u32]) -> Result<Option<Hidden>> {
         let common = common_prefix(&self.tokens, tokens);
         if common == tokens.len() && common == self.tokens.len() {
             if let Some(h) = &self.last_hidden {

@@ -10,18 +10,20 @@
 //! magic      b"CMPKV"
 //! version    u32                      FORMAT_VERSION
 //! model      [u8; 32]                 sha256 of the GGUF file
-//! arch       u32 length + UTF-8       "gemma3"
-//! n_layer, n_kv_head, head_dim, sliding_window (0: none)    u32 each
-//! sliding    n_layer bytes, 1 where the layer slides
-//! dtype      u32                      the cache's element type: 1 f32 (GPUs), 2 f16 (CPU)
+//! arch       u32 length + UTF-8       "gemma3", "gemma4", …
+//! n_layer, sliding_window (0: none)   u32 each: the model's layers and window
+//! cache      u32 count, then per layer that stores K and V:
+//!            u32 model layer, u8 sliding, u32 n_kv_head, u32 head_dim
+//! dtype      u32                      the cache's element type: 2 f16 (1 f32: older builds)
 //! tokens     u32 count + count × u32
-//! per layer  u32 first, u32 count, K then V as [n_kv_head, count, head_dim] of dtype
+//! per cache layer  u32 first, u32 count, K then V as [n_kv_head, count, head_dim] of dtype
 //! checksum   [u8; 32]                 sha256 of every byte before it
 //! ```
 //!
 //! A global layer stores positions `0..len`; a sliding layer only its live part, the newest
 //! positions still in the ring (at most `window`, at least the `window - 1` the next token
-//! attends to), in position order, so a snapshot restores into a session with another ring size.
+//! attends to), in position order, so a snapshot restores into a session with another ring
+//! size. Layers that share another layer's KV (Gemma 4) store nothing and are not listed.
 
 use std::io::Read;
 use std::path::Path;
@@ -35,8 +37,9 @@ use crate::session::Session;
 pub const MAGIC: [u8; 5] = *b"CMPKV";
 /// Raised whenever the layout above changes; older streams are refused, not guessed at.
 /// Version 2: K/V in the cache's own element type (f16 on the CPU: half the bytes of
-/// version 1's f32, and exact, since the values were f16 to begin with).
-pub const FORMAT_VERSION: u32 = 2;
+/// version 1's f32, and exact, since the values were f16 to begin with). Version 3: every
+/// cache layer's own shape (Gemma 4's layers differ, and shared layers store nothing).
+pub const FORMAT_VERSION: u32 = 3;
 /// K/V element type tags, little-endian.
 pub const DTYPE_F32: u32 = 1;
 pub const DTYPE_F16: u32 = 2;
@@ -48,34 +51,46 @@ fn dtype_bytes(dtype: u32) -> usize {
 
 const CHECKSUM_LEN: usize = 32;
 
+/// One cache layer's shape as a snapshot records it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SnapshotLayer {
+    /// The model layer it belongs to.
+    pub layer: u32,
+    pub sliding: bool,
+    pub n_kv_head: u32,
+    pub head_dim: u32,
+}
+
 /// What a snapshot says about the model and cache layout it was made with.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SnapshotHeader {
     pub model_sha256: [u8; 32],
     pub architecture: String,
     pub n_layer: u32,
-    pub n_kv_head: u32,
-    pub head_dim: u32,
     /// 0 when no layer slides.
     pub sliding_window: u32,
-    pub sliding: Vec<bool>,
+    pub layers: Vec<SnapshotLayer>,
     pub dtype: u32,
 }
+
+/// More cache layers than this is no snapshot of ours (the header is read before it is
+/// checked against the engine: a damaged count must not size an allocation).
+const MAX_LAYERS: u32 = 4096;
 
 impl SnapshotHeader {
     fn encode(&self, out: &mut Vec<u8>) {
         out.extend_from_slice(&self.model_sha256);
         put_u32(out, self.architecture.len() as u32);
         out.extend_from_slice(self.architecture.as_bytes());
-        for x in [
-            self.n_layer,
-            self.n_kv_head,
-            self.head_dim,
-            self.sliding_window,
-        ] {
-            put_u32(out, x);
+        put_u32(out, self.n_layer);
+        put_u32(out, self.sliding_window);
+        put_u32(out, self.layers.len() as u32);
+        for l in &self.layers {
+            put_u32(out, l.layer);
+            out.push(u8::from(l.sliding));
+            put_u32(out, l.n_kv_head);
+            put_u32(out, l.head_dim);
         }
-        out.extend(self.sliding.iter().map(|&s| u8::from(s)));
         put_u32(out, self.dtype);
     }
 
@@ -85,23 +100,27 @@ impl SnapshotHeader {
         let architecture = String::from_utf8(r.bytes(arch_len, "architecture")?.to_vec())
             .map_err(|_| Error::SnapshotCorrupt("the architecture is not UTF-8".into()))?;
         let n_layer = r.u32("n_layer")?;
-        let n_kv_head = r.u32("n_kv_head")?;
-        let head_dim = r.u32("head_dim")?;
         let sliding_window = r.u32("sliding window")?;
-        let sliding = r
-            .bytes(n_layer as usize, "sliding layers")?
-            .iter()
-            .map(|&b| b != 0)
-            .collect();
+        let count = r.u32("cache layers")?;
+        if count > MAX_LAYERS {
+            return Err(Error::SnapshotCorrupt(format!("it claims {count} cache layers")));
+        }
+        let mut layers = Vec::with_capacity(count as usize);
+        for _ in 0..count {
+            layers.push(SnapshotLayer {
+                layer: r.u32("cache layers")?,
+                sliding: r.bytes(1, "cache layers")?[0] != 0,
+                n_kv_head: r.u32("cache layers")?,
+                head_dim: r.u32("cache layers")?,
+            });
+        }
         let dtype = r.u32("dtype")?;
         Ok(SnapshotHeader {
             model_sha256,
             architecture,
             n_layer,
-            n_kv_head,
-            head_dim,
             sliding_window,
-            sliding,
+            layers,
             dtype,
         })
     }
@@ -132,8 +151,6 @@ impl SnapshotHeader {
         }
         let dims = [
             ("n_layer", expected.n_layer, self.n_layer),
-            ("n_kv_head", expected.n_kv_head, self.n_kv_head),
-            ("head_dim", expected.head_dim, self.head_dim),
             (
                 "sliding window",
                 expected.sliding_window,
@@ -145,12 +162,29 @@ impl SnapshotHeader {
                 return mismatch(field, want.to_string(), got.to_string());
             }
         }
-        if self.sliding != expected.sliding {
+        if self.layers.len() != expected.layers.len() {
             return mismatch(
-                "sliding layers",
-                flags(&expected.sliding),
-                flags(&self.sliding),
+                "cache layers",
+                expected.layers.len().to_string(),
+                self.layers.len().to_string(),
             );
+        }
+        for (want, got) in expected.layers.iter().zip(&self.layers) {
+            let fields = [
+                ("cache layer", want.layer, got.layer),
+                ("sliding layers", u32::from(want.sliding), u32::from(got.sliding)),
+                ("n_kv_head", want.n_kv_head, got.n_kv_head),
+                ("head_dim", want.head_dim, got.head_dim),
+            ];
+            for (field, w, g) in fields {
+                if w != g {
+                    return mismatch(
+                        field,
+                        format!("{w} (layer {})", want.layer),
+                        format!("{g} (layer {})", got.layer),
+                    );
+                }
+            }
         }
         if self.dtype != expected.dtype {
             return mismatch("dtype", dtype_name(expected.dtype), dtype_name(self.dtype));
@@ -211,27 +245,32 @@ struct LayerData<'a> {
 
 impl Engine {
     /// The header this engine writes and accepts.
-    fn snapshot_header(&self) -> Result<SnapshotHeader> {
-        let c = self.model_config();
+    fn snapshot_header(&self, cache: &crate::kv_cache::KvCache) -> Result<SnapshotHeader> {
+        let a = self.arch();
         Ok(SnapshotHeader {
             model_sha256: self.model_sha256()?,
-            architecture: c.architecture.as_str().to_string(),
-            n_layer: c.n_layer as u32,
-            n_kv_head: c.n_kv_head as u32,
-            head_dim: c.head_dim as u32,
-            sliding_window: c.sliding_window.unwrap_or(0) as u32,
-            sliding: (0..c.n_layer).map(|il| c.is_sliding(il)).collect(),
-            dtype: match crate::kv_cache::element_bytes(self.model.device()) {
-                2 => DTYPE_F16,
-                _ => DTYPE_F32,
-            },
+            architecture: a.family.as_str().to_string(),
+            n_layer: a.n_layer() as u32,
+            sliding_window: a.window.unwrap_or(0) as u32,
+            layers: (0..cache.n_layer())
+                .map(|i| {
+                    let (layer, sliding, n_kv_head, head_dim) = cache.layer_shape(i);
+                    SnapshotLayer {
+                        layer: layer as u32,
+                        sliding,
+                        n_kv_head: n_kv_head as u32,
+                        head_dim: head_dim as u32,
+                    }
+                })
+                .collect(),
+            dtype: DTYPE_F16,
         })
     }
 
     /// The session's tokens and live K/V as a sealed snapshot stream (see the module docs).
     pub fn snapshot(&self, session: &Session) -> Result<Vec<u8>> {
-        let header = self.snapshot_header()?;
         let cache = session.cache();
+        let header = self.snapshot_header(cache)?;
         let mut body = Vec::new();
         header.encode(&mut body);
         put_u32(&mut body, session.len() as u32);
@@ -272,13 +311,13 @@ impl Engine {
             bytes: unseal(bytes)?,
         };
         let header = SnapshotHeader::decode(&mut r)?;
-        header.check(&self.snapshot_header()?)?;
+        header.check(&self.snapshot_header(session.cache())?)?;
 
         let len = r.u32("token count")? as usize;
         if len > session.context() {
             return Err(Error::context_full(len, session.context()));
         }
-        let n_vocab = self.model_config().n_vocab;
+        let n_vocab = self.arch().n_vocab;
         let mut tokens = Vec::with_capacity(len);
         for _ in 0..len {
             let t = r.u32("token ids")?;
@@ -291,14 +330,15 @@ impl Engine {
         }
 
         let (cache, session_tokens) = session.parts_mut();
-        let (n_kv, d, window) = (cache.n_kv_head(), cache.head_dim(), cache.window());
+        let window = cache.window();
         let mut layers = Vec::with_capacity(cache.n_layer());
         let mut sliding_from = None;
         for layer in 0..cache.n_layer() {
+            let (_, _, n_kv, d) = cache.layer_shape(layer);
             let first = r.u32("layer range")? as usize;
             let count = r.u32("layer range")? as usize;
             let sliding = cache.is_sliding(layer);
-            let fits = first + count == len
+            let fits = first.checked_add(count) == Some(len)
                 && if sliding {
                     count <= window
                         && count >= len.min(window.saturating_sub(1))
@@ -315,7 +355,9 @@ impl Engine {
             if sliding {
                 sliding_from = Some(first);
             }
-            let n = n_kv * count * d * dtype_bytes(header.dtype);
+            let n = (n_kv * d * dtype_bytes(header.dtype))
+                .checked_mul(count)
+                .ok_or_else(|| Error::SnapshotCorrupt("a layer's size overflows".into()))?;
             let k = r.bytes(n, "layer K")?;
             let v = r.bytes(n, "layer V")?;
             layers.push(LayerData { first, k, v });
@@ -402,10 +444,6 @@ fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-fn flags(sliding: &[bool]) -> String {
-    sliding.iter().map(|&s| if s { 'S' } else { 'G' }).collect()
-}
-
 fn dtype_name(tag: u32) -> String {
     match tag {
         DTYPE_F32 => "f32".into(),
@@ -419,15 +457,19 @@ mod tests {
     use super::*;
 
     fn header() -> SnapshotHeader {
+        let layer = |layer, sliding| SnapshotLayer {
+            layer,
+            sliding,
+            n_kv_head: 1,
+            head_dim: 4,
+        };
         SnapshotHeader {
             model_sha256: [7; 32],
             architecture: "gemma3".into(),
             n_layer: 3,
-            n_kv_head: 1,
-            head_dim: 4,
             sliding_window: 512,
-            sliding: vec![true, true, false],
-            dtype: DTYPE_F32,
+            layers: vec![layer(0, true), layer(1, true), layer(2, false)],
+            dtype: DTYPE_F16,
         }
     }
 
@@ -461,19 +503,25 @@ mod tests {
         h.architecture = "llama".into();
         cases.push(("architecture", h));
         let mut h = header();
-        h.n_kv_head = 2;
+        h.layers[2].n_kv_head = 2;
         cases.push(("n_kv_head", h));
         let mut h = header();
-        h.head_dim = 8;
+        h.layers[0].head_dim = 8;
         cases.push(("head_dim", h));
         let mut h = header();
         h.sliding_window = 1024;
         cases.push(("sliding window", h));
         let mut h = header();
-        h.sliding = vec![true, false, false];
+        h.layers[1].sliding = false;
         cases.push(("sliding layers", h));
         let mut h = header();
-        h.dtype = DTYPE_F16;
+        h.layers.pop();
+        cases.push(("cache layers", h));
+        let mut h = header();
+        h.layers[1].layer = 5;
+        cases.push(("cache layer", h));
+        let mut h = header();
+        h.dtype = DTYPE_F32;
         cases.push(("dtype", h));
         for (want, h) in cases {
             match h.check(&header()) {

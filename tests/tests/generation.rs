@@ -107,11 +107,11 @@ fn chat_template_renders_the_reference_chat_prompt() {
         .into_iter()
         .find(|c| c.prompt.starts_with("<start_of_turn>user"))
         .expect("a chat case");
-    let text =
-        engine::tokenizer::render_chat(&[ChatMessage::user("Write a haiku about summer.")], true);
-    assert_eq!(text, case.prompt);
+    let messages = [ChatMessage::user("Write a haiku about summer.")];
+    let segments = engine::tokenizer::render_chat(engine.tokenizer().chat_format(), &messages, true);
+    assert_eq!(engine::tokenizer::segments_to_string(&segments), case.prompt);
     assert_eq!(
-        engine.tokenizer().encode(&text, true).unwrap(),
+        engine.tokenizer().encode_chat(&messages, true).unwrap(),
         case.prompt_ids
     );
     assert_eq!(engine.tokenizer().stop_ids(), vec![1, 106]);
@@ -176,7 +176,7 @@ fn a_second_turn_reuses_the_cached_prefix() {
     let mut s = engine.new_session().unwrap();
     let p = params(16, SamplingParams::greedy());
     let first = tok
-        .encode(&engine::tokenizer::render_chat(&messages, true), true)
+        .encode_chat(&messages, true)
         .unwrap();
     let g = engine
         .generate(&mut s, &first, &p, &AtomicBool::new(false), &mut |_| {})
@@ -184,7 +184,7 @@ fn a_second_turn_reuses_the_cached_prefix() {
     messages.push(ChatMessage::assistant(g.text));
     messages.push(ChatMessage::user("Another one."));
     let second = tok
-        .encode(&engine::tokenizer::render_chat(&messages, true), true)
+        .encode_chat(&messages, true)
         .unwrap();
     let g2 = engine
         .generate(&mut s, &second, &p, &AtomicBool::new(false), &mut |_| {})

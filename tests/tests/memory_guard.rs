@@ -20,7 +20,7 @@ fn load(context: usize, available: u64) -> engine::Result<Engine> {
 
 fn estimate(context: usize) -> u64 {
     let file = ModelFile::open(model_path()).unwrap();
-    MemoryEstimate::new(&ModelShape::of_file(&file, 2), context, 512).total_bytes
+    MemoryEstimate::new(&ModelShape::of_file(&file), context, 512).total_bytes
 }
 
 #[test]

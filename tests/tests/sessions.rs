@@ -9,12 +9,10 @@
 use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
-use candle_core::Tensor;
 use companion_tests::{load_engine, model_path};
-use engine::tokenizer::{render_chat, render_open_user_turn};
 use engine::{
-    ChatMessage, Engine, EngineConfig, EngineHandle, Error, GenerateParams, PAGE_SIZE, Prompt,
-    SamplingParams, Session, SessionConfig, StopReason,
+    ChatMessage, Engine, EngineConfig, EngineHandle, Error, GenerateParams, Hidden, PAGE_SIZE,
+    Prompt, SamplingParams, Session, SessionConfig, StopReason,
 };
 use sha2::{Digest, Sha256};
 
@@ -136,10 +134,8 @@ fn chunked_prefill_matches_one_shot() {
 }
 
 /// Logits of position `pos` from every position's hidden states.
-fn logits_at(engine: &Engine, hidden: &Tensor, pos: usize) -> Vec<f32> {
-    engine
-        .logits_vec(&hidden.narrow(0, pos, 1).unwrap())
-        .unwrap()
+fn logits_at(engine: &Engine, hidden: &Hidden, pos: usize) -> Vec<f32> {
+    engine.logits_vec(&hidden.row(pos).unwrap()).unwrap()
 }
 
 #[test]
@@ -229,7 +225,8 @@ fn foreign_damaged_or_other_version_snapshots_are_refused_and_leave_the_session_
     let good = engine.snapshot(&s).unwrap();
 
     // offsets: magic 0..5, version 5..9, model sha256 9..41, arch length 41..45, "gemma3"
-    // 45..51, n_layer 51..55, n_kv_head 55..59
+    // 45..51, n_layer 51..55, window 55..59, cache layers 59..63, then per cache layer its
+    // model layer (63..67), sliding flag (67), n_kv_head (68..72) and head_dim (72..76)
     let altered = |at: usize, value: u8, sealed: bool| {
         let mut b = good.clone();
         b[at] = value;
@@ -246,7 +243,8 @@ fn foreign_damaged_or_other_version_snapshots_are_refused_and_leave_the_session_
             "model sha256",
         ),
         ("other layer count", altered(51, 26, true), "n_layer"),
-        ("other KV heads", altered(55, 4, true), "n_kv_head"),
+        ("other KV heads", altered(68, 4, true), "n_kv_head"),
+        ("other window", altered(56, 9, true), "sliding window"),
         (
             "another format version",
             altered(5, engine::snapshot::FORMAT_VERSION as u8 + 1, false),
@@ -317,7 +315,7 @@ fn draft_edits_end_in_the_cache_of_the_final_text() {
             .unwrap();
         let want_ids = engine
             .tokenizer()
-            .encode(&render_open_user_turn(&history, draft), true)
+            .encode_open_user_turn(&history, draft)
             .unwrap();
         // after the draft, the tokens `send` will add are prefilled too: the cache holds the
         // prompt of sending this draft
@@ -381,7 +379,7 @@ fn send_prompt(engine: &engine::Engine, history: &[ChatMessage], draft: &str) ->
     messages.push(ChatMessage::user(draft));
     engine
         .tokenizer()
-        .encode(&render_chat(&messages, true), true)
+        .encode_chat(&messages, true)
         .unwrap()
 }
 
@@ -430,7 +428,7 @@ fn a_burst_of_drafts_returns_at_once_and_send_reuses_the_last_one() {
     sent_messages.push(ChatMessage::user(message));
     let want = handle
         .tokenizer()
-        .encode(&render_chat(&sent_messages, true), true)
+        .encode_chat(&sent_messages, true)
         .unwrap();
     assert_eq!(
         handle.session_tokens().unwrap(),

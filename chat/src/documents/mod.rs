@@ -120,6 +120,9 @@ pub struct DocumentJob<'a> {
 /// The state a running job carries between steps.
 struct Run<'a, F> {
     job: &'a DocumentJob<'a>,
+    /// The engine session the summaries are made on, opened at the first one: the open
+    /// conversation's session (and the user's draft) are left as they are.
+    session: Option<engine::ScratchSession>,
     record: DocumentRecord,
     progress: JobProgress,
     started: Instant,
@@ -231,6 +234,7 @@ impl DocumentJob<'_> {
             chunk_count + plan::reduce_steps(chunk_count, budget, self.params.summary_tokens);
         let mut run = Run {
             job: self,
+            session: None,
             record,
             progress: JobProgress {
                 level: 0,
@@ -328,7 +332,11 @@ impl<F: FnMut(&JobProgress)> Run<'_, F> {
         }
         self.wait_while_paused()?;
         let began = Instant::now();
-        let Some(summary) = summarize(self.job, instruction, text)? else {
+        let session = match &self.session {
+            Some(s) => s.id(),
+            None => self.session.insert(self.job.engine.open_session()?).id(),
+        };
+        let Some(summary) = summarize(self.job, session, instruction, text)? else {
             return Err(self.cancelled());
         };
         self.save(level, idx, input_tokens, &summary)?;
@@ -480,7 +488,12 @@ impl<F: FnMut(&JobProgress)> Run<'_, F> {
 }
 
 /// One greedy summary of `text` under `instruction`; `None` when cancelled meanwhile.
-fn summarize(job: &DocumentJob<'_>, instruction: &str, text: &str) -> Result<Option<String>> {
+fn summarize(
+    job: &DocumentJob<'_>,
+    session: engine::SessionId,
+    instruction: &str,
+    text: &str,
+) -> Result<Option<String>> {
     let ids = chat_ids(job.engine, instruction, text)?;
     let needed = ids.len() + job.params.summary_tokens;
     if needed > job.params.context {
@@ -492,7 +505,7 @@ fn summarize(job: &DocumentJob<'_>, instruction: &str, text: &str) -> Result<Opt
     }
     let mut params = crate::summarizer::summary_params(job.params.summary_tokens);
     params.stop_strings.push(SEPARATOR.to_string());
-    let handle = job.engine.generate(Prompt::Ids(ids), params)?;
+    let handle = job.engine.generate_on(session, Prompt::Ids(ids), params)?;
     let stop = handle.cancel.clone();
     // text arrives once per decoded token: the job's flag reaches the engine within a step
     let generation = handle.wait(|_| {

@@ -38,23 +38,22 @@ pub fn run(args: Args) -> Result<()> {
         .threads
         .map(|t| t as usize)
         .unwrap_or_else(engine::device::physical_cores);
-    // KV is stored as f16 on the CPU (and as f32 on GPU devices)
-    let element_bytes = if backend == engine::DeviceChoice::Cpu {
-        2
-    } else {
-        4
-    };
     let context = config.context;
     let chunk = config.prefill_chunk;
 
     let model = match ModelFile::open(&config.model_path) {
         Ok(file) => {
-            let shape = ModelShape::of_file(&file, element_bytes);
+            let shape = ModelShape::of_file(&file);
             let estimate = MemoryEstimate::new(&shape, context, chunk);
             let fit = fit_context(&shape, context, chunk, available);
+            let arch = file.arch();
             json!({
                 "path": config.model_path,
-                "name": file.config().name,
+                "name": arch.name,
+                "architecture": arch.family.as_str(),
+                "family": arch.family.display_name(),
+                "description": arch.summary(),
+                "parameters": arch.parameter_count(),
                 "quantization": file.quantization_label(),
                 "fileBytes": file.file_size(),
                 "estimate": estimate,
@@ -121,6 +120,19 @@ pub fn run(args: Args) -> Result<()> {
     )?;
     let m = &out["model"];
     writeln!(o, "model             {}", config.model_path.display())?;
+    if let (Some(family), Some(description)) = (m["family"].as_str(), m["description"].as_str()) {
+        let parameters = m["parameters"].as_u64().unwrap_or(0) as f64;
+        let size = if parameters >= 1e9 {
+            format!("{:.1}B", parameters / 1e9)
+        } else {
+            format!("{:.0}M", parameters / 1e6)
+        };
+        writeln!(
+            o,
+            "architecture      {family}, {size} parameters, {} ({description})",
+            m["quantization"].as_str().unwrap_or("?")
+        )?;
+    }
     if let Some(e) = m.get("estimate") {
         writeln!(
             o,

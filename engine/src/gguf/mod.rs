@@ -5,7 +5,7 @@
 //! Follows llama.cpp's loader (`llama-model-loader.cpp`): metadata is read first, the
 //! architecture decides which keys are required, and tensor data must lie inside the file.
 
-pub mod config;
+mod file_type;
 pub mod keys;
 mod mapped;
 
@@ -20,8 +20,10 @@ use candle_core::Device;
 use candle_core::quantized::gguf_file::{Content, TensorInfo, Value};
 use candle_core::quantized::{GgmlDType, QTensor};
 
-pub use config::{Architecture, GemmaConfig};
+pub use file_type::file_type_label;
 pub use mapped::WeightBytes;
+
+use crate::arch::ModelArch;
 
 use crate::error::{Error, Result};
 
@@ -31,7 +33,7 @@ pub struct ModelFile {
     content: Content,
     map: Arc<Mmap>,
     file_size: u64,
-    config: GemmaConfig,
+    arch: ModelArch,
 }
 
 impl std::fmt::Debug for ModelFile {
@@ -39,7 +41,7 @@ impl std::fmt::Debug for ModelFile {
         f.debug_struct("ModelFile")
             .field("path", &self.path)
             .field("file_size", &self.file_size)
-            .field("config", &self.config)
+            .field("arch", &self.arch)
             .finish()
     }
 }
@@ -87,13 +89,19 @@ impl ModelFile {
                 path: path.clone(),
                 reason: format!("the header is damaged or truncated ({e})"),
             })?;
-        let config = GemmaConfig::from_metadata(&path, &content.metadata)?;
+        let arch = ModelArch::from_gguf(
+            &Meta {
+                path: &path,
+                metadata: &content.metadata,
+            },
+            &|name| content.tensor_infos.contains_key(name),
+        )?;
         let file = ModelFile {
             path,
             content,
             map: Arc::new(map),
             file_size,
-            config,
+            arch,
         };
         file.check_tensor_data_in_bounds()?;
         Ok(file)
@@ -103,8 +111,9 @@ impl ModelFile {
         &self.path
     }
 
-    pub fn config(&self) -> &GemmaConfig {
-        &self.config
+    /// The architecture description read from the header.
+    pub fn arch(&self) -> &ModelArch {
+        &self.arch
     }
 
     pub fn file_size(&self) -> u64 {
@@ -124,15 +133,18 @@ impl ModelFile {
     fn check_tensor_data_in_bounds(&self) -> Result<()> {
         let mut needed = self.content.tensor_data_offset;
         for (name, info) in &self.content.tensor_infos {
-            let elems = info.shape.elem_count();
-            let block = info.ggml_dtype.block_size();
-            if elems % block != 0 {
-                return Err(self.invalid(format!(
-                    "tensor `{name}` has {elems} elements, not a multiple of its block size {block}"
-                )));
-            }
-            let bytes = (elems / block * info.ggml_dtype.type_size()) as u64;
-            let end = self.content.tensor_data_offset + info.offset + bytes;
+            let bytes = tensor_byte_len(info).ok_or_else(|| {
+                self.invalid(format!(
+                    "tensor `{name}` has a shape of {:?} that is not whole blocks of its type or is too large",
+                    info.shape.dims()
+                ))
+            })?;
+            let end = self
+                .content
+                .tensor_data_offset
+                .checked_add(info.offset)
+                .and_then(|start| start.checked_add(bytes))
+                .ok_or_else(|| self.invalid(format!("tensor `{name}` lies past any file size")))?;
             needed = needed.max(end);
         }
         if needed > self.file_size {
@@ -190,11 +202,12 @@ impl ModelFile {
     ) -> Result<(GgmlDType, WeightBytes)> {
         let info = self.checked_info(name, shape)?;
         let dtype = info.ggml_dtype;
-        let len = info.shape.elem_count() / dtype.block_size() * dtype.type_size();
-        let offset = self.content.tensor_data_offset + info.offset;
-        let bytes = usize::try_from(offset)
-            .ok()
-            .and_then(|start| WeightBytes::mapped(self.map.clone(), start, len))
+        let len = tensor_byte_len(info).and_then(|l| usize::try_from(l).ok());
+        let offset = self.content.tensor_data_offset.checked_add(info.offset);
+        let bytes = offset
+            .and_then(|o| usize::try_from(o).ok())
+            .zip(len)
+            .and_then(|(start, len)| WeightBytes::mapped(self.map.clone(), start, len))
             .ok_or_else(|| {
                 self.invalid(format!("tensor `{name}` lies past the end of the file"))
             })?;
@@ -212,7 +225,7 @@ impl ModelFile {
     /// Quantization label for display ("Q4_K_M" style where `general.file_type` says so).
     pub fn quantization_label(&self) -> String {
         let ft = self.metadata(keys::FILE_TYPE).and_then(|v| v.to_u32().ok());
-        config::file_type_label(ft).to_string()
+        file_type_label(ft).to_string()
     }
 
     /// Total bytes of tensor data (weights), for memory estimates and display.
@@ -220,11 +233,29 @@ impl ModelFile {
         self.content
             .tensor_infos
             .values()
-            .map(|i| {
-                (i.shape.elem_count() / i.ggml_dtype.block_size() * i.ggml_dtype.type_size()) as u64
-            })
-            .sum()
+            .filter_map(tensor_byte_len)
+            .fold(0u64, u64::saturating_add)
     }
+
+    /// A tensor's shape in candle's row-major order (GGUF dims reversed), if present.
+    pub fn tensor_dims(&self, name: &str) -> Option<&[usize]> {
+        self.content.tensor_infos.get(name).map(|i| i.shape.dims())
+    }
+}
+
+/// Bytes of a tensor's data, or `None` when its element count is not whole blocks of its type
+/// or the size overflows.
+fn tensor_byte_len(info: &TensorInfo) -> Option<u64> {
+    let elems = info
+        .shape
+        .dims()
+        .iter()
+        .try_fold(1u64, |n, &d| n.checked_mul(d as u64))?;
+    let block = info.ggml_dtype.block_size() as u64;
+    if block == 0 || elems % block != 0 {
+        return None;
+    }
+    (elems / block).checked_mul(info.ggml_dtype.type_size() as u64)
 }
 
 /// Typed accessors over metadata values that turn absence or a wrong type into a clear error.

@@ -28,7 +28,7 @@ pub struct GemmaSize {
 }
 
 impl GemmaSize {
-    /// The memory shape, KV stored as f16 (the CPU cache).
+    /// The memory shape, KV stored as f16.
     pub fn shape(&self) -> ModelShape {
         // every sixth layer is global (llama.cpp `set_swa_pattern(6)`)
         let n_global = self.n_layer / 6;
@@ -36,18 +36,18 @@ impl GemmaSize {
             file_bytes: self.file_bytes,
             n_vocab: 262_144,
             n_embd: self.n_embd,
-            n_head: self.n_head,
-            head_dim: self.head_dim,
+            q_width: self.n_head * self.head_dim,
+            kv_width: self.n_kv_head * self.head_dim,
             n_ff: self.n_ff,
+            per_layer_width: 0,
+            rope_dims: vec![self.head_dim, self.head_dim],
             max_context: self.max_context,
-            kv: KvShape {
+            kv: KvShape::uniform(
                 n_global,
-                n_sliding: self.n_layer - n_global,
-                n_kv_head: self.n_kv_head,
-                head_dim: self.head_dim,
-                window: Some(self.sliding_window),
-                element_bytes: 2,
-            },
+                self.n_layer - n_global,
+                self.n_kv_head * self.head_dim,
+                Some(self.sliding_window),
+            ),
         }
     }
 }

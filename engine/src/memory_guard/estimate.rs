@@ -6,61 +6,74 @@
 //! total   = weights + kv_cache + rope + compute + runtime
 //! weights = the GGUF file's size              (memory-mapped; a forward pass touches every
 //!                                              tensor page, loading touches the metadata)
-//! kv      = (n_global × context + n_sliding × min(window + chunk, context))
-//!           × 2 × n_kv_head × head_dim × element_bytes      (kv_budget::KvShape::full_bytes)
-//! rope    = 2 tables × context × head_dim × 4                (cos and sin of head_dim/2, f32)
-//! compute = 4 × chunk × (3·n_embd + 2·n_head·head_dim + 2·n_kv_head·head_dim + 2·n_ff)
-//!           + 8 × n_vocab                                    (one prefill step's activations,
-//!                                                             the logits and the sampler's copy)
+//! kv      = Σ over layers that store K and V:  (global: context, sliding: min(window + chunk,
+//!           context)) × 2 × n_kv_head × head_dim × 2 (f16)   (kv_budget::KvShape::full_bytes;
+//!           Gemma 4's shared layers store nothing)
+//! rope    = Σ over rope tables: context × n_rot × 4          (cos and sin of n_rot/2, f32)
+//! compute = 4 × chunk × (3·n_embd + 2·q + 2·kv + 2·n_ff + 2·ple)
+//!           + 8 × n_vocab                                    (one prefill step's activations
+//!                                                             at the widest layer, the per-layer
+//!                                                             inputs, the logits and the
+//!                                                             sampler's copy)
 //! runtime = 256 × n_vocab + 12 MiB                           (the tokenizer's vocabulary maps,
 //!                                                             code, stacks, allocator)
 //! ```
 //!
 //! The runtime term is calibrated against peak RSS (`VmHWM`) of `companion generate` on the
 //! default model with its context filled; the other terms are exact sizes of what the engine
-//! allocates. `tests/tests/memory_guard.rs` checks the total against measured peaks at 512,
-//! 2048 and 8192 tokens of context. As llama.cpp sizes `n_ctx` before allocating, the
-//! estimate is for a *full* context: the KV cache grows in pages and reaches it only then.
+//! allocates. `cli/tests/memory.rs` checks the total against measured peaks at 512, 2048 and
+//! 8192 tokens of context. As llama.cpp sizes `n_ctx` before allocating, the estimate is for a
+//! *full* context: the KV cache grows in pages and reaches it only then. Every product
+//! saturates: a hostile header cannot wrap the estimate into a small number.
 
 use serde::{Deserialize, Serialize};
 
-use crate::gguf::{GemmaConfig, ModelFile};
+use crate::arch::ModelArch;
+use crate::gguf::ModelFile;
 use crate::kv_budget::KvShape;
 
 const TOKENIZER_BYTES_PER_ENTRY: u64 = 256;
 const RUNTIME_BASE_BYTES: u64 = 12 << 20;
 
 /// The dimensions of a model that decide its memory use.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ModelShape {
     pub file_bytes: u64,
     pub n_vocab: usize,
     pub n_embd: usize,
-    pub n_head: usize,
-    pub head_dim: usize,
+    /// Widest query projection of any layer (`n_head × head_dim`).
+    pub q_width: usize,
+    /// Widest K (or V) projection of any layer.
+    pub kv_width: usize,
     pub n_ff: usize,
+    /// Values of the per-layer inputs per token (Gemma 4 E-series), 0 without.
+    pub per_layer_width: usize,
+    /// `n_rot` of each RoPE table.
+    pub rope_dims: Vec<usize>,
     /// The longest context the model was trained for.
     pub max_context: usize,
     pub kv: KvShape,
 }
 
 impl ModelShape {
-    pub fn of_config(config: &GemmaConfig, file_bytes: u64, element_bytes: usize) -> Self {
+    pub fn of_arch(arch: &ModelArch, file_bytes: u64) -> Self {
         ModelShape {
             file_bytes,
-            n_vocab: config.n_vocab,
-            n_embd: config.n_embd,
-            n_head: config.n_head,
-            head_dim: config.head_dim,
-            n_ff: config.n_ff,
-            max_context: config.context_length,
-            kv: KvShape::of(config, element_bytes),
+            n_vocab: arch.n_vocab,
+            n_embd: arch.n_embd,
+            q_width: arch.max_q_width(),
+            kv_width: arch.max_kv_width(),
+            n_ff: arch.max_ff(),
+            per_layer_width: arch.per_layer_input.map_or(0, |p| p * arch.n_layer()),
+            rope_dims: arch.ropes.iter().map(|r| r.n_rot).collect(),
+            max_context: arch.context_length,
+            kv: KvShape::of(arch),
         }
     }
 
     /// The shape of an opened (not loaded) GGUF file.
-    pub fn of_file(file: &ModelFile, element_bytes: usize) -> Self {
-        Self::of_config(file.config(), file.file_size(), element_bytes)
+    pub fn of_file(file: &ModelFile) -> Self {
+        Self::of_arch(file.arch(), file.file_size())
     }
 }
 
@@ -85,13 +98,35 @@ impl MemoryEstimate {
         let kv_cache_bytes = shape
             .kv
             .full_bytes(context, prefill_chunk.min(context).max(1));
-        let rope_bytes = 2 * context as u64 * shape.head_dim as u64 * 4;
-        let per_token = 3 * shape.n_embd
-            + 2 * shape.n_head * shape.head_dim
-            + 2 * shape.kv.n_kv_head * shape.head_dim
-            + 2 * shape.n_ff;
-        let compute_bytes = 4 * chunk * per_token as u64 + 8 * shape.n_vocab as u64;
-        let runtime_bytes = TOKENIZER_BYTES_PER_ENTRY * shape.n_vocab as u64 + RUNTIME_BASE_BYTES;
+        let rope_bytes = shape
+            .rope_dims
+            .iter()
+            .map(|&n_rot| (context as u64).saturating_mul(n_rot as u64).saturating_mul(4))
+            .fold(0u64, u64::saturating_add);
+        let per_token = [
+            3 * shape.n_embd,
+            2 * shape.q_width,
+            2 * shape.kv_width,
+            2 * shape.n_ff,
+            2 * shape.per_layer_width,
+        ]
+        .iter()
+        .fold(0u64, |a, &b| a.saturating_add(b as u64));
+        let compute_bytes = (4 * chunk)
+            .saturating_mul(per_token)
+            .saturating_add(8u64.saturating_mul(shape.n_vocab as u64));
+        let runtime_bytes = TOKENIZER_BYTES_PER_ENTRY
+            .saturating_mul(shape.n_vocab as u64)
+            .saturating_add(RUNTIME_BASE_BYTES);
+        let total_bytes = [
+            weights_bytes,
+            kv_cache_bytes,
+            rope_bytes,
+            compute_bytes,
+            runtime_bytes,
+        ]
+        .iter()
+        .fold(0u64, |a, &b| a.saturating_add(b));
         MemoryEstimate {
             context,
             prefill_chunk,
@@ -100,11 +135,7 @@ impl MemoryEstimate {
             rope_bytes,
             compute_bytes,
             runtime_bytes,
-            total_bytes: weights_bytes
-                + kv_cache_bytes
-                + rope_bytes
-                + compute_bytes
-                + runtime_bytes,
+            total_bytes,
         }
     }
 }

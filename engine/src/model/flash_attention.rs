@@ -73,6 +73,8 @@ pub(crate) struct Inputs<'a> {
     pub start: usize,
     pub seq: usize,
     pub vis: &'a Visibility<'a>,
+    /// `cap · tanh(score / cap)` on every score (Gemma 2's attention soft-cap).
+    pub softcap: Option<f32>,
 }
 
 impl Inputs<'_> {
@@ -188,6 +190,7 @@ fn query_tile(x: &Inputs<'_>, h: usize, q0: usize, rows: usize) -> Vec<f32> {
             continue;
         }
         for (tq, row) in scores.chunks_exact_mut(TILE_KV).enumerate() {
+            soft_cap(row, x.softcap);
             softmax[tq].update(row, &mut out[tq * d..][..d]);
         }
         // the V tile as f32 [TILE_KV, d], zero past the live slots
@@ -221,6 +224,7 @@ fn one_query(x: &Inputs<'_>, h: usize, qi: usize, out: &mut [f32]) {
         ) {
             continue;
         }
+        soft_cap(&mut scores, x.softcap);
         softmax.update(&mut scores, out);
         for (tk, &p) in scores.iter().enumerate().take(kv) {
             if p != 0.0 {
@@ -229,6 +233,16 @@ fn one_query(x: &Inputs<'_>, h: usize, qi: usize, out: &mut [f32]) {
         }
     }
     softmax.finish(out);
+}
+
+/// ggml's CPU flash attention with `logit_softcap` (`ops.cpp`): the scale is divided by the
+/// cap once, then `s = cap · tanhf(s · scale)`; masked scores stay `-inf`.
+fn soft_cap(scores: &mut [f32], cap: Option<f32>) {
+    let Some(cap) = cap else { return };
+    let scale = 1.0 / cap;
+    for s in scores.iter_mut().filter(|s| **s != f32::NEG_INFINITY) {
+        *s = cap * (*s * scale).tanh();
+    }
 }
 
 type MadFn = fn(&mut [f32], &[f16], f32);
@@ -401,6 +415,7 @@ mod tests {
             start,
             seq,
             vis: &vis,
+            softcap: None,
         });
         for qi in 0..seq {
             for h in 0..n_head {
@@ -477,6 +492,7 @@ mod tests {
                 start,
                 seq,
                 vis: &vis,
+                softcap: None,
             })
         };
         let tiled = inputs(&q, 100, 0, 100);

@@ -1,12 +1,15 @@
-//! A weight matrix and how it is multiplied. On the CPU: our kernels — `q8_matmul` for Q5_0
-//! and Q8_0, `kquant_matmul` for Q4_K and Q6_K (each with an AVX2 path and a portable one);
-//! candle's `QMatMul` for other formats and for GPU devices.
+//! A weight matrix and how it is multiplied. For the host backend: our kernels — `q8_matmul`
+//! for Q5_0 and Q8_0, `kquant_matmul` for Q4_K and Q6_K (each with an AVX2 path and a
+//! portable one), `f16_matmul` for F16 — and candle's CPU `QMatMul` for other formats. For the
+//! candle backend: candle's `QMatMul` on the model's device, whatever the format.
 
 use candle_core::quantized::{GgmlDType, QMatMul};
 use candle_core::{Device, Module, Tensor};
 
+use super::f16_matmul::F16Matrix;
 use super::kquant_matmul::{KFormat, KMatrix};
 use super::q8_matmul::{BlockFormat, BlockMatrix};
+use crate::backend::BackendKind;
 use crate::error::Result;
 use crate::gguf::ModelFile;
 
@@ -14,51 +17,81 @@ use crate::gguf::ModelFile;
 pub(crate) enum Linear {
     Blocks(BlockMatrix),
     KQuant(KMatrix),
-    Candle(QMatMul),
+    F16(F16Matrix),
+    Candle { matmul: QMatMul, n: usize, k: usize },
 }
 
 impl Linear {
-    /// Load tensor `name` of shape `[n, k]`.
+    /// Load tensor `name` of shape `[n, k]` for `backend`.
     pub fn load(
         file: &mut ModelFile,
         name: &str,
         n: usize,
         k: usize,
         device: &Device,
+        backend: BackendKind,
     ) -> Result<Self> {
-        if device.is_cpu() {
+        if backend == BackendKind::Host {
             let dtype = file.tensor_dtype(name);
-            let block = match dtype {
-                Some(GgmlDType::Q5_0) => Some(BlockFormat::Q5_0),
-                Some(GgmlDType::Q8_0) => Some(BlockFormat::Q8_0),
-                _ => None,
-            };
-            let kquant = match dtype {
-                Some(GgmlDType::Q4K) => Some(KFormat::Q4K),
-                Some(GgmlDType::Q6K) => Some(KFormat::Q6K),
-                _ => None,
-            };
-            if let Some(format) = block {
-                let (_, bytes) = file.tensor_bytes(name, &[n, k])?;
-                if let Some(m) = BlockMatrix::new(format, bytes, n, k) {
-                    return Ok(Linear::Blocks(m));
+            let mapped = |file: &mut ModelFile| file.tensor_bytes(name, &[n, k]).map(|(_, b)| b);
+            match dtype {
+                Some(GgmlDType::Q5_0) | Some(GgmlDType::Q8_0) => {
+                    let format = if dtype == Some(GgmlDType::Q5_0) {
+                        BlockFormat::Q5_0
+                    } else {
+                        BlockFormat::Q8_0
+                    };
+                    if let Some(m) = BlockMatrix::new(format, mapped(file)?, n, k) {
+                        return Ok(Linear::Blocks(m));
+                    }
                 }
-            } else if let Some(format) = kquant {
-                let (_, bytes) = file.tensor_bytes(name, &[n, k])?;
-                if let Some(m) = KMatrix::new(format, bytes, n, k) {
-                    return Ok(Linear::KQuant(m));
+                Some(GgmlDType::Q4K) | Some(GgmlDType::Q6K) => {
+                    let format = if dtype == Some(GgmlDType::Q4K) {
+                        KFormat::Q4K
+                    } else {
+                        KFormat::Q6K
+                    };
+                    if let Some(m) = KMatrix::new(format, mapped(file)?, n, k) {
+                        return Ok(Linear::KQuant(m));
+                    }
                 }
+                Some(GgmlDType::F16) => {
+                    if let Some(m) = F16Matrix::new(mapped(file)?, n, k) {
+                        return Ok(Linear::F16(m));
+                    }
+                }
+                _ => {}
             }
         }
-        let t = file.tensor(name, &[n, k], device)?;
-        Ok(Linear::Candle(QMatMul::from_qtensor(t)?))
+        // candle reads it onto the device (the CPU for formats our kernels lack)
+        let on = if backend == BackendKind::Host {
+            &Device::Cpu
+        } else {
+            device
+        };
+        let t = file.tensor(name, &[n, k], on)?;
+        Ok(Linear::Candle {
+            matmul: QMatMul::from_qtensor(t)?,
+            n,
+            k,
+        })
     }
 
-    /// `x` `[.., k]` → `[.., n]`.
+    /// `(n, k)`: output and input widths.
+    pub fn shape(&self) -> (usize, usize) {
+        match self {
+            Linear::Blocks(w) => (w.rows(), w.cols()),
+            Linear::KQuant(w) => (w.rows(), w.cols()),
+            Linear::F16(w) => (w.rows(), w.cols()),
+            Linear::Candle { n, k, .. } => (*n, *k),
+        }
+    }
+
+    /// `x` `[.., k]` → `[.., n]` on tensors (the candle backend).
     pub fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
         match self {
-            Linear::Candle(q) => q.forward(x),
-            Linear::Blocks(_) | Linear::KQuant(_) => {
+            Linear::Candle { matmul, .. } => matmul.forward(x),
+            _ => {
                 let mut dims = x.dims().to_vec();
                 let k = dims.pop().unwrap_or(0);
                 let (rows, cols) = self.shape();
@@ -76,25 +109,23 @@ impl Linear {
         }
     }
 
-    /// `(n, k)` for our own kernels' matrices.
-    fn shape(&self) -> (usize, usize) {
-        match self {
-            Linear::Blocks(w) => (w.rows(), w.cols()),
-            Linear::KQuant(w) => (w.rows(), w.cols()),
-            Linear::Candle(_) => (0, 0),
-        }
-    }
-
-    /// `x` `[m, k]` as a host slice → `[m, n]`: the CPU forward pass. Formats without a kernel
+    /// `x` `[m, k]` as a host slice → `[m, n]`: the host backend. Formats without a kernel
     /// of ours go through candle on a CPU tensor.
     pub fn matmul_host(&self, x: &[f32], m: usize) -> candle_core::Result<Vec<f32>> {
+        let (_, k) = self.shape();
+        if x.len() != m * k {
+            candle_core::bail!(
+                "matmul: {} input values are not {m} rows of {k}",
+                x.len()
+            );
+        }
         match self {
             Linear::Blocks(w) => Ok(w.matmul(x, m)),
             Linear::KQuant(w) => Ok(w.matmul(x, m)),
-            Linear::Candle(_) => {
-                let k = x.len() / m.max(1);
+            Linear::F16(w) => Ok(w.matmul(x, m)),
+            Linear::Candle { matmul, .. } => {
                 let t = Tensor::from_slice(x, (m, k), &Device::Cpu)?;
-                self.forward(&t)?.flatten_all()?.to_vec1::<f32>()
+                matmul.forward(&t)?.flatten_all()?.to_vec1::<f32>()
             }
         }
     }
@@ -121,7 +152,8 @@ impl Linear {
         }
     }
 
-    /// Rows `ids` as a host vector `[ids.len() * k]`.
+    /// Rows `ids` as a host vector `[ids.len() * k]`, each dequantized on its own (the token
+    /// embedding lookup never dequantizes the whole table).
     pub fn rows_host(&self, ids: &[u32]) -> candle_core::Result<Vec<f32>> {
         match self {
             Linear::Blocks(w) => Ok(gather_rows(ids, w.cols(), |r, dst| {
@@ -130,19 +162,21 @@ impl Linear {
             Linear::KQuant(w) => Ok(gather_rows(ids, w.cols(), |r, dst| {
                 w.dequantize_row(r, dst)
             })),
-            Linear::Candle(_) => self
+            Linear::F16(w) => Ok(gather_rows(ids, w.cols(), |r, dst| {
+                w.dequantize_row(r, dst)
+            })),
+            Linear::Candle { .. } => self
                 .rows(ids, &Device::Cpu)?
                 .flatten_all()?
                 .to_vec1::<f32>(),
         }
     }
 
-    /// Rows `ids` of the matrix as f32 `[ids.len(), k]`: the token embedding lookup, which
-    /// never dequantizes the whole table.
+    /// Rows `ids` of the matrix as f32 `[ids.len(), k]` on `device`.
     pub fn rows(&self, ids: &[u32], device: &Device) -> candle_core::Result<Tensor> {
         match self {
-            Linear::Candle(q) => q.embedding(&Tensor::new(ids, device)?),
-            Linear::Blocks(_) | Linear::KQuant(_) => {
+            Linear::Candle { matmul, .. } => matmul.embedding(&Tensor::new(ids, device)?),
+            _ => {
                 let (_, k) = self.shape();
                 Tensor::from_vec(self.rows_host(ids)?, (ids.len(), k), device)
             }

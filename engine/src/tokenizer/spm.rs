@@ -151,7 +151,7 @@ impl PartialEq for Bigram {
 impl Eq for Bigram {}
 
 impl Model for SpmModel {
-    type Trainer = NoTrainer;
+    type Trainer = NoTrainer<SpmModel>;
 
     fn tokenize(&self, sequence: &str) -> tokenizers::Result<Vec<Token>> {
         Ok(self
@@ -183,22 +183,28 @@ impl Model for SpmModel {
         Err("the vocabulary lives in the GGUF file; there is nothing to save".into())
     }
 
-    fn get_trainer(&self) -> NoTrainer {
-        NoTrainer
+    fn get_trainer(&self) -> Self::Trainer {
+        NoTrainer::default()
     }
 }
 
 /// `tokenizers::Model` requires a trainer type; a GGUF vocabulary is never trained here.
-pub struct NoTrainer;
+pub struct NoTrainer<M>(std::marker::PhantomData<M>);
 
-impl Trainer for NoTrainer {
-    type Model = SpmModel;
+impl<M> Default for NoTrainer<M> {
+    fn default() -> Self {
+        NoTrainer(std::marker::PhantomData)
+    }
+}
+
+impl<M: Model + Sync> Trainer for NoTrainer<M> {
+    type Model = M;
 
     fn should_show_progress(&self) -> bool {
         false
     }
 
-    fn train(&self, _model: &mut SpmModel) -> tokenizers::Result<Vec<AddedToken>> {
+    fn train(&self, _model: &mut M) -> tokenizers::Result<Vec<AddedToken>> {
         Err("training a GGUF vocabulary is not supported".into())
     }
 

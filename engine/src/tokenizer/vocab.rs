@@ -1,6 +1,8 @@
-//! The GGUF vocabulary: token strings, SentencePiece scores and token types
+//! The GGUF vocabulary: token strings, SentencePiece scores or BPE merges, and token types
 //! (llama.cpp's `llama_token_type`: 1 normal, 2 unknown, 3 control, 4 user-defined,
-//! 5 unused, 6 byte).
+//! 5 unused, 6 byte). As llama.cpp's `llama_vocab::impl::load` does, tokens whose text marks
+//! the end of generation (`<end_of_turn>`, Gemma 4's `<turn|>` and `<|tool_response>`, …) are
+//! control tokens whatever type the file gives them, and they are where generation stops.
 
 use std::collections::HashMap;
 
@@ -30,8 +32,27 @@ impl TokenType {
     }
 }
 
+/// The tokenizer algorithm the vocabulary is for (`tokenizer.ggml.model`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum VocabKind {
+    /// SentencePiece (`llama`): Gemma 1-3.
+    Spm,
+    /// Gemma 4's BPE over SPM-style text (`gemma4`).
+    Bpe,
+}
+
+/// llama.cpp's end-of-generation token texts (`special_eog_ids`) that Gemma vocabularies use.
+const EOG_TEXTS: [&str; 5] = [
+    "<end_of_turn>",
+    "<eos>",
+    "<turn|>",
+    "<|tool_response>",
+    "<|endoftext|>",
+];
+
 #[derive(Debug)]
 pub struct Vocab {
+    pub kind: VocabKind,
     tokens: Vec<String>,
     scores: Vec<f32>,
     types: Vec<TokenType>,
@@ -40,6 +61,10 @@ pub struct Vocab {
     pieces: Vec<Vec<u8>>,
     index: HashMap<String, u32>,
     byte_ids: [Option<u32>; 256],
+    /// BPE merge ranks by (left, right) token ids (Gemma 4).
+    merges: HashMap<(u32, u32), u32>,
+    /// Tokens at which generation stops: `<eos>` and every end-of-generation token.
+    eog_ids: Vec<u32>,
     pub bos_id: u32,
     pub eos_id: u32,
     pub unk_id: u32,
@@ -55,11 +80,15 @@ impl Vocab {
             reason,
         };
         let model = m.string(keys::TOKENIZER_MODEL)?;
-        if model != "llama" {
-            return Err(bad(format!(
-                "tokenizer model `{model}` is not the SentencePiece (`llama`) vocabulary Gemma uses"
-            )));
-        }
+        let kind = match model {
+            "llama" => VocabKind::Spm,
+            "gemma4" => VocabKind::Bpe,
+            other => {
+                return Err(bad(format!(
+                    "tokenizer model `{other}` is neither Gemma's SentencePiece (`llama`) nor Gemma 4's (`gemma4`) vocabulary"
+                )));
+            }
+        };
         let tokens: Vec<String> = m
             .array(keys::TOKENS)?
             .iter()
@@ -75,13 +104,14 @@ impl Vocab {
                 .map(|v| crate::gguf::value_to_f64(v).map(|x| x as f32))
                 .collect::<Option<_>>()
                 .ok_or_else(|| bad("`tokenizer.ggml.scores` holds a non-number".into()))?,
+            None if kind == VocabKind::Bpe => vec![0.0; n],
             None => {
                 return Err(bad(
                     "required metadata key `tokenizer.ggml.scores` is missing".into(),
                 ));
             }
         };
-        let types: Vec<TokenType> = m
+        let mut types: Vec<TokenType> = m
             .array(keys::TOKEN_TYPE)?
             .iter()
             .map(|v| {
@@ -120,15 +150,29 @@ impl Vocab {
         let pad_id = m.opt_usize(keys::PAD_ID)?.map(|v| v as u32);
         let add_space_prefix = m.opt_bool(keys::ADD_SPACE_PREFIX).unwrap_or(false);
 
+        let index: HashMap<String, u32> = tokens
+            .iter()
+            .enumerate()
+            .map(|(i, t)| (t.clone(), i as u32))
+            .collect();
+        let mut eog_ids = vec![eos_id];
+        for text in EOG_TEXTS {
+            if let Some(&id) = index.get(text) {
+                types[id as usize] = TokenType::Control;
+                if !eog_ids.contains(&id) {
+                    eog_ids.push(id);
+                }
+            }
+        }
+        let merges = match kind {
+            VocabKind::Spm => HashMap::new(),
+            VocabKind::Bpe => read_merges(m.array(keys::MERGES)?, &index)
+                .map_err(|e| bad(format!("`tokenizer.ggml.merges` {e}")))?,
+        };
         let pieces = tokens
             .iter()
             .zip(&types)
             .map(|(t, ty)| piece_bytes(t, *ty))
-            .collect();
-        let index = tokens
-            .iter()
-            .enumerate()
-            .map(|(i, t)| (t.clone(), i as u32))
             .collect();
         let mut byte_ids = [None; 256];
         for (i, (t, ty)) in tokens.iter().zip(&types).enumerate() {
@@ -139,8 +183,11 @@ impl Vocab {
             }
         }
         Ok(Vocab {
+            kind,
             tokens,
             byte_ids,
+            merges,
+            eog_ids,
             scores,
             types,
             pieces,
@@ -197,10 +244,50 @@ impl Vocab {
             .unwrap_or(f32::NEG_INFINITY)
     }
 
+    /// The rank of merging `left` and `right` (lower merges first), if they merge.
+    pub fn merge_rank(&self, left: u32, right: u32) -> Option<u32> {
+        self.merges.get(&(left, right)).copied()
+    }
+
+    /// Tokens at which generation stops.
+    pub fn eog_ids(&self) -> &[u32] {
+        &self.eog_ids
+    }
+
     /// The `<0xXX>` token of a byte, for byte fallback.
     pub fn byte_id(&self, byte: u8) -> Option<u32> {
         self.byte_ids[byte as usize]
     }
+}
+
+/// Merges are "left right" strings (llama.cpp splits at the first space after the first
+/// character); both sides must be tokens.
+fn read_merges(
+    values: &[candle_core::quantized::gguf_file::Value],
+    index: &HashMap<String, u32>,
+) -> std::result::Result<HashMap<(u32, u32), u32>, String> {
+    let mut merges = HashMap::with_capacity(values.len());
+    for (rank, v) in values.iter().enumerate() {
+        let line = v
+            .to_string()
+            .map_err(|_| format!("entry {rank} is not a string"))?;
+        let split = line
+            .char_indices()
+            .skip(1)
+            .find(|&(_, c)| c == ' ')
+            .map(|(i, _)| i)
+            .ok_or_else(|| format!("entry {rank} ({line:?}) is not two tokens"))?;
+        let (left, right) = (&line[..split], &line[split + 1..]);
+        match (index.get(left), index.get(right)) {
+            (Some(&l), Some(&r)) => {
+                merges.entry((l, r)).or_insert(rank as u32);
+            }
+            // llama.cpp keeps such a merge by text, but it can never apply: both sides of a
+            // merge are always tokens during BPE
+            _ => tracing::debug!(rank, "a merge whose sides are not both tokens is ignored"),
+        }
+    }
+    Ok(merges)
 }
 
 fn piece_bytes(token: &str, ty: TokenType) -> Vec<u8> {

@@ -1,145 +1,16 @@
-//! The CPU forward pass on plain host slices: one Gemma 3 step without candle tensor ops.
+//! Row-wise host operations of the forward pass on plain `f32` slices: RMSNorm and the GELU
+//! gate, as ggml's CPU ops compute them. (On two cores a decode step is ~30 small ops per
+//! layer; running each through candle's own thread pool, whose spinning workers took a quarter
+//! of the CPU from the matmul threads, is what the host backend avoids.)
 //!
-//! On two cores a decode step is ~30 small ops per layer; candle runs each through its own
-//! thread pool, whose spinning workers took a quarter of the CPU away from the matmul threads.
-//! Here every step is a plain loop over `f32` rows, the matmuls are our block kernels (rayon),
-//! attention reads the KV cache in place (`flash_attention`), and candle is touched only for
-//! weight formats we have no kernel for.
-//!
-//! Numerics follow llama.cpp `src/models/gemma3.cpp` and ggml's CPU ops: RMSNorm sums squares
-//! in f64 (`ggml_compute_forward_rms_norm_f32`), then multiplies by the weight; K and V are
-//! stored as f16, as in ggml's default KV cache; GELU is the tanh form in f32.
+//! RMSNorm sums squares in f64 (`ggml_compute_forward_rms_norm_f32`), then multiplies by the
+//! weight; GELU is the tanh form read from ggml's f16 table.
 
-use super::flash_attention::{self, SlotPositions, Visibility};
-use super::linear::Linear;
-use super::scratch;
-use super::{Gemma3, Output};
-use crate::error::{Error, Result};
-use crate::kv_cache::KvCache;
 use half::f16;
 use rayon::prelude::*;
 
-impl Gemma3 {
-    /// One step of `tokens` at positions `cache.len()..` on the CPU; returns the final hidden
-    /// states (after the output norm) of the positions `output` asks for, `[rows, n_embd]`.
-    pub(super) fn forward_step_host(
-        &self,
-        tokens: &[u32],
-        cache: &mut KvCache,
-        output: Output,
-    ) -> Result<Vec<f32>> {
-        let c = &self.config;
-        let (e, seq, d) = (c.n_embd, tokens.len(), c.head_dim);
-        let start = cache.len();
-        let scale = self.embed_scale as f32;
-        let mut x = self.embedding.rows_host(tokens)?;
-        for v in x.iter_mut() {
-            *v *= scale;
-        }
-
-        cache.begin_step(start, seq);
-        let ring_positions = cache.ring_positions().to_vec();
-        let mut h = vec![0f32; seq * e];
-        for (il, layer) in self.layers.iter().enumerate() {
-            let _span = tracing::trace_span!("block", il).entered();
-            rms_norm_into(&x, &layer.attn_norm.host, c.rms_eps, &mut h);
-            let mut qkv =
-                Linear::matmul_host_many(&[&layer.q, &layer.k, &layer.v], &h, seq)?.into_iter();
-            let (Some(mut q), Some(mut k), Some(v)) = (qkv.next(), qkv.next(), qkv.next()) else {
-                return Err(Error::InvalidArgument(
-                    "attention projections missing".into(),
-                ));
-            };
-            rms_norm_rows(&mut q, &layer.q_norm.host, c.rms_eps);
-            rms_norm_rows(&mut k, &layer.k_norm.host, c.rms_eps);
-            let rope = if layer.sliding {
-                &self.rope_local
-            } else {
-                &self.rope_global
-            };
-            rope.apply_host(&mut q, c.n_head, start);
-            rope.apply_host(&mut k, c.n_kv_head, start);
-            let attention_scale = c.attention_scale as f32;
-            // attention wants Q as [n_head, seq, d]
-            let mut qt = scratch::zeroed(q.len());
-            for i in 0..seq {
-                for hd in 0..c.n_head {
-                    let src = &q[(i * c.n_head + hd) * d..][..d];
-                    let dst = &mut qt[(hd * seq + i) * d..][..d];
-                    for (o, &s) in dst.iter_mut().zip(src) {
-                        *o = s * attention_scale;
-                    }
-                }
-            }
-            scratch::release(q);
-            let (kc, vc, slots, used) = cache.write_host(il, start, &k, &v)?;
-            scratch::release(k);
-            scratch::release(v);
-            let vis = Visibility {
-                slot_pos: if layer.sliding {
-                    SlotPositions::Ring(&ring_positions)
-                } else {
-                    SlotPositions::Identity
-                },
-                window: if layer.sliding {
-                    c.sliding_window
-                } else {
-                    None
-                },
-            };
-            let attn = flash_attention::attention(&flash_attention::Inputs {
-                q: &qt,
-                k: kc,
-                v: vc,
-                slots,
-                used,
-                n_head: c.n_head,
-                n_kv: c.n_kv_head,
-                d,
-                start,
-                seq,
-                vis: &vis,
-            });
-            scratch::release(qt);
-            let mut o = layer.o.matmul_host(&attn, seq)?;
-            scratch::release(attn);
-            rms_norm_rows(&mut o, &layer.post_attn_norm.host, c.rms_eps);
-            for (xv, ov) in x.iter_mut().zip(&o) {
-                *xv += ov;
-            }
-            scratch::release(o);
-
-            rms_norm_into(&x, &layer.ffn_norm.host, c.rms_eps, &mut h);
-            let mut gate_up =
-                Linear::matmul_host_many(&[&layer.gate, &layer.up], &h, seq)?.into_iter();
-            let (Some(mut gate), Some(up)) = (gate_up.next(), gate_up.next()) else {
-                return Err(Error::InvalidArgument(
-                    "feed-forward projections missing".into(),
-                ));
-            };
-            geglu(&mut gate, &up);
-            let mut ffn = layer.down.matmul_host(&gate, seq)?;
-            scratch::release(gate);
-            scratch::release(up);
-            rms_norm_rows(&mut ffn, &layer.post_ffn_norm.host, c.rms_eps);
-            for (xv, fv) in x.iter_mut().zip(&ffn) {
-                *xv += fv;
-            }
-            scratch::release(ffn);
-        }
-        cache.advance(start + seq);
-        let rows = match output {
-            Output::All => &x[..],
-            Output::Last => &x[(seq - 1) * e..],
-        };
-        let mut out = vec![0f32; rows.len()];
-        rms_norm_into(rows, &self.output_norm.host, c.rms_eps, &mut out);
-        Ok(out)
-    }
-}
-
 /// `out = rmsnorm(x) · w` row by row, rows of `w.len()` values.
-fn rms_norm_into(x: &[f32], w: &[f32], eps: f32, out: &mut [f32]) {
+pub(crate) fn rms_norm_into(x: &[f32], w: &[f32], eps: f32, out: &mut [f32]) {
     let n = w.len();
     let norm = |(row, dst): (&[f32], &mut [f32])| {
         let s = rms_scale(row, eps);
@@ -161,13 +32,19 @@ fn rms_norm_into(x: &[f32], w: &[f32], eps: f32, out: &mut [f32]) {
 /// Row counts from which row-wise steps are split across the compute threads (prompts).
 const PARALLEL_ROWS: usize = 64;
 
-/// In-place RMSNorm of every `w.len()`-wide row (Q/K heads, projections).
-fn rms_norm_rows(x: &mut [f32], w: &[f32], eps: f32) {
-    let n = w.len();
+/// In-place RMSNorm of every `width`-wide row (Q/K/V heads, projections), times `w` when
+/// given (`w.len() == width`).
+pub(crate) fn rms_norm_rows(x: &mut [f32], w: Option<&[f32]>, width: usize, eps: f32) {
+    let n = width;
     let norm = |row: &mut [f32]| {
         let s = rms_scale(row, eps);
-        for (v, &g) in row.iter_mut().zip(w) {
-            *v = *v * s * g;
+        match w {
+            Some(w) => {
+                for (v, &g) in row.iter_mut().zip(w) {
+                    *v = *v * s * g;
+                }
+            }
+            None => row.iter_mut().for_each(|v| *v *= s),
         }
     };
     if x.len() / n >= PARALLEL_ROWS {
@@ -189,7 +66,7 @@ fn rms_scale(row: &[f32], eps: f32) -> f32 {
 /// default build (`GGML_GELU_FP16`): the gate is rounded to f16 and GELU read from a 64K-entry
 /// table of f16 values; below -10 the result is 0, from 10 up it is the gate itself. Besides
 /// following llama.cpp, the table replaces a libm `tanhf` per value (8% of prefill time).
-fn geglu(gate: &mut [f32], up: &[f32]) {
+pub(crate) fn geglu(gate: &mut [f32], up: &[f32]) {
     // prompts: 512 × 2048 values per layer, worth splitting across the compute threads
     const PART: usize = 8192;
     if gate.len() >= 2 * PART {

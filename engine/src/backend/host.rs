@@ -1,0 +1,217 @@
+//! The host backend: activations are plain `Vec<f32>` rows, matrix products are our block
+//! kernels (rayon, inside the model's compute pool), attention reads the f16 KV cache in place
+//! (`model::flash_attention`), and large buffers come from and go back to the scratch pool.
+//! It computes what the forward pass did before there was a backend interface, bit for bit.
+
+use super::{AttentionSpec, Backend};
+use crate::error::{Error, Result};
+use crate::kv_cache::KvCache;
+use crate::model::{
+    AttentionInputs, Hidden, Linear, Model, Norm, RopeTable, SlotPositions, Visibility,
+    flash_attention, geglu, release_scratch, rms_norm_into, rms_norm_rows, scratch_zeroed,
+};
+
+pub(crate) struct HostBackend<'a> {
+    model: &'a Model,
+}
+
+impl<'a> HostBackend<'a> {
+    pub fn new(model: &'a Model) -> Self {
+        HostBackend { model }
+    }
+}
+
+fn rows_of(x: &[f32], width: usize) -> usize {
+    x.len() / width.max(1)
+}
+
+impl Backend for HostBackend<'_> {
+    type Act = Vec<f32>;
+
+    fn embed(&self, table: &Linear, tokens: &[u32], scale: f32) -> Result<Vec<f32>> {
+        let mut x = table.rows_host(tokens)?;
+        for v in x.iter_mut() {
+            *v *= scale;
+        }
+        Ok(x)
+    }
+
+    fn rms_norm(&self, x: &Vec<f32>, w: &Norm, eps: f32) -> Result<Vec<f32>> {
+        let mut out = scratch_zeroed(x.len());
+        rms_norm_into(x, &w.host, eps, &mut out);
+        Ok(out)
+    }
+
+    fn rms_norm_in_place(
+        &self,
+        x: &mut Vec<f32>,
+        w: Option<&Norm>,
+        width: usize,
+        eps: f32,
+    ) -> Result<()> {
+        rms_norm_rows(x, w.map(|n| n.host.as_slice()), width, eps);
+        Ok(())
+    }
+
+    fn matmul(&self, w: &Linear, x: &Vec<f32>) -> Result<Vec<f32>> {
+        let (_, k) = w.shape();
+        Ok(w.matmul_host(x, rows_of(x, k))?)
+    }
+
+    fn matmul_many(&self, ws: &[&Linear], x: &Vec<f32>) -> Result<Vec<Vec<f32>>> {
+        let k = ws.first().map_or(1, |w| w.shape().1);
+        Ok(Linear::matmul_host_many(ws, x, rows_of(x, k))?)
+    }
+
+    fn rope(&self, x: &mut Vec<f32>, table: &RopeTable, heads: usize, start: usize) -> Result<()> {
+        table.apply_host(x, heads, start);
+        Ok(())
+    }
+
+    fn attention(
+        &self,
+        q: Vec<f32>,
+        kv: Option<(Vec<f32>, Vec<f32>)>,
+        cache: &mut KvCache,
+        spec: &AttentionSpec,
+        start: usize,
+        seq: usize,
+    ) -> Result<Vec<f32>> {
+        let (n_head, d) = (spec.n_head, spec.head_dim);
+        // attention wants Q as [n_head, seq, d], scaled
+        let mut qt = scratch_zeroed(q.len());
+        for i in 0..seq {
+            for hd in 0..n_head {
+                let src = &q[(i * n_head + hd) * d..][..d];
+                let dst = &mut qt[(hd * seq + i) * d..][..d];
+                for (o, &s) in dst.iter_mut().zip(src) {
+                    *o = s * spec.q_scale;
+                }
+            }
+        }
+        release_scratch(q);
+        if let Some((k, v)) = kv {
+            cache.write_host(spec.cache_layer, start, &k, &v)?;
+            release_scratch(k);
+            release_scratch(v);
+        }
+        let view = cache.host_view(spec.cache_layer, start + seq)?;
+        let vis = Visibility {
+            slot_pos: if spec.sliding {
+                SlotPositions::Ring(view.ring_positions)
+            } else {
+                SlotPositions::Identity
+            },
+            window: spec.window.filter(|_| spec.sliding),
+        };
+        let out = flash_attention(&AttentionInputs {
+            q: &qt,
+            k: view.k,
+            v: view.v,
+            slots: view.slots,
+            used: view.used,
+            n_head,
+            n_kv: spec.n_kv_head,
+            d,
+            start,
+            seq,
+            vis: &vis,
+            softcap: spec.softcap,
+        });
+        release_scratch(qt);
+        Ok(out)
+    }
+
+    fn geglu(&self, mut gate: Vec<f32>, up: &Vec<f32>) -> Result<Vec<f32>> {
+        if gate.len() != up.len() {
+            return Err(Error::InvalidArgument(format!(
+                "gate of {} values against {}",
+                gate.len(),
+                up.len()
+            )));
+        }
+        geglu(&mut gate, up);
+        Ok(gate)
+    }
+
+    fn add(&self, x: &mut Vec<f32>, y: Vec<f32>) -> Result<()> {
+        for (xv, yv) in x.iter_mut().zip(&y) {
+            *xv += yv;
+        }
+        release_scratch(y);
+        Ok(())
+    }
+
+    fn scale(&self, x: &mut Vec<f32>, s: f32) -> Result<()> {
+        x.iter_mut().for_each(|v| *v *= s);
+        Ok(())
+    }
+
+    fn duplicate(&self, x: &Vec<f32>) -> Result<Vec<f32>> {
+        let mut out = scratch_zeroed(x.len());
+        out.copy_from_slice(x);
+        Ok(out)
+    }
+
+    fn split_columns(&self, x: Vec<f32>, width: usize, parts: usize) -> Result<Vec<Vec<f32>>> {
+        let rows = rows_of(&x, width * parts);
+        let out = (0..parts)
+            .map(|p| {
+                let mut part = Vec::with_capacity(rows * width);
+                for r in 0..rows {
+                    part.extend_from_slice(&x[(r * parts + p) * width..][..width]);
+                }
+                part
+            })
+            .collect();
+        release_scratch(x);
+        Ok(out)
+    }
+
+    fn last_row(&self, x: Vec<f32>, width: usize) -> Result<Vec<f32>> {
+        let rows = rows_of(&x, width);
+        Ok(x[(rows.max(1) - 1) * width..].to_vec())
+    }
+
+    fn concat_rows(&self, mut parts: Vec<Vec<f32>>) -> Result<Vec<f32>> {
+        if parts.len() == 1 {
+            return Ok(parts.pop().unwrap_or_default());
+        }
+        Ok(parts.concat())
+    }
+
+    fn release(&self, x: Vec<f32>) {
+        release_scratch(x);
+    }
+
+    fn into_hidden(&self, x: Vec<f32>, width: usize) -> Result<Hidden> {
+        Ok(Hidden::host(x, width))
+    }
+
+    fn logits(&self, hidden: &Hidden) -> Result<Vec<Vec<f32>>> {
+        let h = hidden.to_vec()?;
+        let rows = hidden.rows();
+        let weights = self.model.weights();
+        let logits = weights.output().matmul_host(&h, rows)?;
+        let n_vocab = self.model.arch().n_vocab;
+        let cap = self.model.arch().final_softcap;
+        Ok(logits
+            .chunks_exact(n_vocab)
+            .map(|row| {
+                let mut row = row.to_vec();
+                if let Some(cap) = cap {
+                    soft_cap(&mut row, cap);
+                }
+                row
+            })
+            .collect())
+    }
+}
+
+/// llama.cpp's final soft-cap: `scale(1/cap)`, `tanh`, `scale(cap)`.
+pub(crate) fn soft_cap(row: &mut [f32], cap: f32) {
+    let inv = 1.0 / cap;
+    for v in row.iter_mut() {
+        *v = (*v * inv).tanh() * cap;
+    }
+}

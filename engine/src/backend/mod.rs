@@ -1,0 +1,152 @@
+//! The small interface the one forward pass (`model::forward`) is written against, and its two
+//! implementations:
+//! - [`HostBackend`]: our kernels on host `f32` slices, inside the model's compute pool — the
+//!   CPU path;
+//! - [`CandleBackend`]: candle tensors and kernels on the model's device — CUDA and Metal, and
+//!   the CPU device in tests, so that the GPU path's model is one the test suite runs.
+//!
+//! The operations are those of llama.cpp's Gemma graphs (`src/models/gemma*.cpp`): RMSNorm,
+//! matrix products over the file's quantized types, RoPE, attention over a KV layer (with an
+//! optional window and soft-cap), the GELU gate, and element-wise add and scale. Each backend
+//! fuses what it can inside an operation; the order of operations is the model's.
+
+mod candle;
+mod host;
+
+use serde::{Deserialize, Serialize};
+
+pub(crate) use self::candle::CandleBackend;
+pub(crate) use host::HostBackend;
+
+use crate::error::Result;
+use crate::kv_cache::KvCache;
+use crate::model::{Hidden, Linear, Norm, RopeTable};
+
+/// Which implementation runs the forward pass.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BackendKind {
+    /// Our kernels on the CPU.
+    Host,
+    /// candle's tensors on the device (GPUs; the CPU device in tests).
+    Candle,
+}
+
+impl BackendKind {
+    /// The device RoPE tables must also live on (`None`: host tables only).
+    pub(crate) fn device_tables(self, device: &candle_core::Device) -> Option<&candle_core::Device> {
+        (self == BackendKind::Candle).then_some(device)
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BackendKind::Host => "host",
+            BackendKind::Candle => "candle",
+        }
+    }
+}
+
+/// The backend asked for: `Auto` is the host kernels on the CPU and candle on a GPU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BackendChoice {
+    #[default]
+    Auto,
+    Host,
+    Candle,
+}
+
+impl BackendChoice {
+    /// The backend for a device: the host kernels exist only on the CPU.
+    pub fn resolve(self, device: &candle_core::Device) -> BackendKind {
+        match self {
+            BackendChoice::Candle => BackendKind::Candle,
+            BackendChoice::Host | BackendChoice::Auto if device.is_cpu() => BackendKind::Host,
+            _ => BackendKind::Candle,
+        }
+    }
+}
+
+impl std::str::FromStr for BackendChoice {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        match s.to_ascii_lowercase().as_str() {
+            "auto" => Ok(BackendChoice::Auto),
+            "host" => Ok(BackendChoice::Host),
+            "candle" => Ok(BackendChoice::Candle),
+            other => Err(format!(
+                "unknown backend `{other}` (expected auto, host or candle)"
+            )),
+        }
+    }
+}
+
+/// One layer's attention: its shape, where its KV lives and what it attends to.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct AttentionSpec {
+    /// The cache layer (a storing layer) to write to or read from.
+    pub cache_layer: usize,
+    pub n_head: usize,
+    pub n_kv_head: usize,
+    pub head_dim: usize,
+    pub sliding: bool,
+    pub window: Option<usize>,
+    pub softcap: Option<f32>,
+    pub q_scale: f32,
+}
+
+/// Activations are `[rows, width]` matrices; every operation knows the row width it needs.
+pub(crate) trait Backend {
+    type Act;
+
+    /// Rows `tokens` of an embedding matrix, times `scale`.
+    fn embed(&self, table: &Linear, tokens: &[u32], scale: f32) -> Result<Self::Act>;
+    /// `rmsnorm(x) · w` over rows of `w.len()`.
+    fn rms_norm(&self, x: &Self::Act, w: &Norm, eps: f32) -> Result<Self::Act>;
+    /// The same in place over rows of `width`, without a weight when `w` is `None`.
+    fn rms_norm_in_place(
+        &self,
+        x: &mut Self::Act,
+        w: Option<&Norm>,
+        width: usize,
+        eps: f32,
+    ) -> Result<()>;
+    /// `x · Wᵀ`.
+    fn matmul(&self, w: &Linear, x: &Self::Act) -> Result<Self::Act>;
+    /// Several matrices times the same input (one activation quantization where possible).
+    fn matmul_many(&self, ws: &[&Linear], x: &Self::Act) -> Result<Vec<Self::Act>>;
+    /// RoPE in place on `[rows, heads × head_dim]`, row `i` at position `start + i`.
+    fn rope(&self, x: &mut Self::Act, table: &RopeTable, heads: usize, start: usize)
+    -> Result<()>;
+    /// Write `kv` (when the layer has its own) at positions `start..start + seq` of the cache
+    /// layer, then attend: queries `q` `[seq, n_head × head_dim]` (not yet scaled) →
+    /// `[seq, n_head × head_dim]`.
+    fn attention(
+        &self,
+        q: Self::Act,
+        kv: Option<(Self::Act, Self::Act)>,
+        cache: &mut KvCache,
+        spec: &AttentionSpec,
+        start: usize,
+        seq: usize,
+    ) -> Result<Self::Act>;
+    /// `gelu(gate) · up` (the tanh GELU through ggml's f16 table).
+    fn geglu(&self, gate: Self::Act, up: &Self::Act) -> Result<Self::Act>;
+    /// `x += y`.
+    fn add(&self, x: &mut Self::Act, y: Self::Act) -> Result<()>;
+    /// `x *= s`.
+    fn scale(&self, x: &mut Self::Act, s: f32) -> Result<()>;
+    /// A copy of `x`.
+    fn duplicate(&self, x: &Self::Act) -> Result<Self::Act>;
+    /// `[rows, parts × width]` → `parts` activations of `[rows, width]`.
+    fn split_columns(&self, x: Self::Act, width: usize, parts: usize) -> Result<Vec<Self::Act>>;
+    /// The last of `rows` rows of `width`.
+    fn last_row(&self, x: Self::Act, width: usize) -> Result<Self::Act>;
+    /// Rows of several steps, in order.
+    fn concat_rows(&self, parts: Vec<Self::Act>) -> Result<Self::Act>;
+    /// Give a buffer back (the host backend reuses large ones).
+    fn release(&self, x: Self::Act);
+    fn into_hidden(&self, x: Self::Act, width: usize) -> Result<Hidden>;
+    /// Logits `[rows][n_vocab]` of hidden states, soft-capped when the model says so.
+    fn logits(&self, hidden: &Hidden) -> Result<Vec<Vec<f32>>>;
+}
