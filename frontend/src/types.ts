@@ -134,12 +134,18 @@ export interface ModelView {
   path: string;
   name: string | null;
   architecture: string;
+  /** "Gemma 3", "Gemma 4", … */
+  family: string;
+  /** Layers, sliding window, KV sharing and width in one line. */
+  layout: string;
   parameters: number;
   quantization: string;
   fileBytes: number;
   sha256: string;
   context: number;
   device: string;
+  /** The forward pass's implementation: "host" (Companion's CPU kernels) or "candle". */
+  backend: string;
   /** Estimated bytes the model and its KV cache take at this context. */
   memoryEstimateBytes: number;
   kvBytesPerToken: number;

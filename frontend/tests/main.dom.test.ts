@@ -88,12 +88,15 @@ describe("the app", () => {
         path: "/m/gemma.gguf",
         name: "Gemma 3 270M",
         architecture: "gemma3",
+        family: "Gemma 3",
+        layout: "gemma3, 18 layers (15 sliding, window 512), 640 wide",
         parameters: 268_098_176,
         quantization: "Q4_K_M",
         fileBytes: 253_113_024,
         sha256: "a5fd3b62",
         context: 4096,
         device: "cpu",
+        backend: "host",
         memoryEstimateBytes: 400 * 1024 * 1024,
         kvBytesPerToken: 9216,
         loadSeconds: 1.5,
@@ -164,6 +167,8 @@ describe("the app", () => {
     expect($("#model-panel").hidden).toBe(false);
     expect($("#model-details").textContent).toContain("268 M");
     expect($("#model-details").textContent).toContain("Q4_K_M");
+    expect($("#model-details").textContent).toContain("Gemma 3 (gemma3)");
+    expect($("#model-details").textContent).toContain("18 layers (15 sliding, window 512)");
     press(document.body, "Escape");
     expect($("#model-panel").hidden).toBe(true);
   });

@@ -7,7 +7,6 @@
 //! follow are compared exactly.
 
 use std::sync::atomic::AtomicBool;
-use std::time::{Duration, Instant};
 
 use companion_tests::{load_engine, model_path};
 use engine::{
@@ -414,15 +413,25 @@ fn a_burst_of_drafts_returns_at_once_and_send_reuses_the_last_one() {
     let drafts: Vec<String> = (1..=20)
         .map(|i| message[..(message.len() * i / 20)].to_string())
         .collect();
-    let t0 = Instant::now();
+    // Keep the engine busy with a long generation: a set_draft that waited for the engine
+    // would not return before that generation is done.
+    let mut long = greedy_params(256);
+    long.ignore_eos = true;
+    let busy = handle
+        .generate(Prompt::Text("Once upon a time".into()), long)
+        .unwrap();
     for d in &drafts {
         handle.set_draft(history.clone(), d.clone()).unwrap();
     }
-    let took = t0.elapsed();
+    let finished_meanwhile = busy
+        .events
+        .try_iter()
+        .any(|e| matches!(e, engine::Event::Done(_)));
     assert!(
-        took < Duration::from_millis(100),
-        "20 set_draft calls took {took:?}"
+        !finished_meanwhile,
+        "20 set_draft calls waited for a 256-token generation"
     );
+    busy.wait(|_| {}).unwrap();
 
     let mut sent_messages = history.clone();
     sent_messages.push(ChatMessage::user(message));
@@ -454,6 +463,56 @@ fn a_burst_of_drafts_returns_at_once_and_send_reuses_the_last_one() {
     assert_eq!(cold.stats.reused_tokens, 0);
     assert_eq!(sent.ids, cold.ids);
     assert_eq!(sent.text, cold.text);
+}
+
+#[test]
+fn work_on_a_scratch_session_leaves_the_conversation_and_its_draft_alone() {
+    let handle = spawn(1024);
+    let history = vec![
+        ChatMessage::user("Tell me about lighthouses."),
+        ChatMessage::assistant("They guide ships past the rocks at night."),
+    ];
+    let draft = "And who keeps them lit";
+    handle.set_draft(history.clone(), draft.to_string()).unwrap();
+    let drafted = handle.session_tokens().unwrap();
+    assert!(drafted.len() > 20, "the draft is in the cache");
+
+    // a summary or a document job: its own session, its own prompt, a reply
+    let scratch = handle.open_session().unwrap();
+    let summary = handle
+        .generate_on(
+            scratch.id(),
+            Prompt::Chat(vec![ChatMessage::user("Summarize: the sea was calm.")]),
+            greedy_params(8),
+        )
+        .unwrap()
+        .wait(|_| {})
+        .unwrap();
+    assert!(!summary.ids.is_empty());
+    assert_eq!(summary.stats.reused_tokens, 0);
+    assert_eq!(
+        handle.session_tokens().unwrap(),
+        drafted,
+        "the conversation's cache and draft are untouched"
+    );
+
+    // sending the draft reuses all of it
+    let sent = handle
+        .send(history, draft.to_string(), greedy_params(4))
+        .unwrap()
+        .wait(|_| {})
+        .unwrap();
+    assert_eq!(sent.stats.reused_tokens, sent.stats.prompt_tokens, "{:?}", sent.stats);
+
+    // a closed session takes no more work
+    let id = scratch.id();
+    drop(scratch);
+    let err = handle
+        .generate_on(id, Prompt::Text("Hi".into()), greedy_params(2))
+        .unwrap()
+        .wait(|_| {})
+        .unwrap_err();
+    assert!(err.to_string().contains("is not open"), "{err}");
 }
 
 #[test]
