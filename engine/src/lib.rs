@@ -4,6 +4,8 @@
 //! - [`arch`]: the architecture description read from it (Gemma 1 to 4, per-layer facts);
 //! - [`tokenizer`]: a `tokenizers::Tokenizer` built from the GGUF vocabulary, UTF-8-safe
 //!   streaming, Gemma's chat template;
+//! - [`cpu`]: our CPU kernels — block formats, activation quantization, work schedules, and
+//!   per-ISA inner loops in one table detected at load;
 //! - [`model`]: the one Gemma forward pass over [`backend`]'s interface (numerics follow
 //!   llama.cpp `src/models/gemma*.cpp`), on our kernels or candle's;
 //! - [`kv_cache`], [`kv_budget`], [`session`], [`snapshot`]: the per-conversation state, its
@@ -16,6 +18,7 @@
 
 pub mod arch;
 pub mod backend;
+pub mod cpu;
 pub mod device;
 pub mod draft;
 pub mod engine;

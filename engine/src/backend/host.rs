@@ -1,15 +1,15 @@
 //! The host backend: activations are plain `Vec<f32>` rows, matrix products are our block
 //! kernels (rayon, inside the model's compute pool), attention reads the f16 KV cache in place
-//! (`model::flash_attention`), and large buffers come from and go back to the scratch pool.
+//! (`cpu::attention`), and large buffers come from and go back to the scratch pool.
 //! It computes what the forward pass did before there was a backend interface, bit for bit.
 
 use super::{AttentionSpec, Backend};
 use crate::error::{Error, Result};
 use crate::kv_cache::KvCache;
-use crate::model::{
-    AttentionInputs, Hidden, Linear, Model, Norm, RopeTable, SlotPositions, Visibility,
-    flash_attention, geglu, release_scratch, rms_norm_into, rms_norm_rows, scratch_zeroed,
-};
+use crate::cpu::attention::{Inputs as AttentionInputs, SlotPositions, Visibility, attention};
+use crate::cpu::ops::{geglu, rms_norm_into, rms_norm_rows};
+use crate::cpu::scratch::{release as release_scratch, zeroed as scratch_zeroed};
+use crate::model::{Hidden, Linear, Model, Norm, RopeTable};
 
 pub(crate) struct HostBackend<'a> {
     model: &'a Model,
@@ -104,7 +104,7 @@ impl Backend for HostBackend<'_> {
             },
             window: spec.window.filter(|_| spec.sliding),
         };
-        let out = flash_attention(&AttentionInputs {
+        let out = attention(&AttentionInputs {
             q: &qt,
             k: view.k,
             v: view.v,

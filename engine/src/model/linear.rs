@@ -1,14 +1,15 @@
-//! A weight matrix and how it is multiplied. For the host backend: our kernels — `q8_matmul`
-//! for Q5_0 and Q8_0, `kquant_matmul` for Q4_K and Q6_K (each with an AVX2 path and a
-//! portable one), `f16_matmul` for F16 — and candle's CPU `QMatMul` for other formats. For the
-//! candle backend: candle's `QMatMul` on the model's device, whatever the format.
+//! A weight matrix and how it is multiplied. For the host backend: our kernels ([`crate::cpu`])
+//! — `blocks` for Q5_0 and Q8_0, `kquants` for Q4_K and Q6_K, `f16` for F16 — and candle's CPU
+//! `QMatMul` for other formats. For the candle backend: candle's `QMatMul` on the model's
+//! device, whatever the format.
 
 use candle_core::quantized::{GgmlDType, QMatMul};
 use candle_core::{Device, Module, Tensor};
 
-use super::f16_matmul::F16Matrix;
-use super::kquant_matmul::{KFormat, KMatrix};
-use super::q8_matmul::{BlockFormat, BlockMatrix};
+use crate::cpu::blocks::BlockMatrix;
+use crate::cpu::f16::F16Matrix;
+use crate::cpu::formats::{BlockFormat, KFormat};
+use crate::cpu::kquants::KMatrix;
 use crate::backend::BackendKind;
 use crate::error::Result;
 use crate::gguf::ModelFile;

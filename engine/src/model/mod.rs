@@ -1,7 +1,7 @@
 //! The Gemma model: weights as the architecture description asks for them (`weights`), and one
 //! forward pass (`forward`) written once against the backend interface of [`crate::backend`]:
-//! our own kernels on host slices for the CPU, candle tensors for GPUs (and, in tests, candle
-//! on the CPU, so the GPU path's model is the tested one).
+//! our own kernels ([`crate::cpu`]) on host slices for the CPU, candle tensors for GPUs (and,
+//! in tests, candle on the CPU, so the GPU path's model is the tested one).
 //!
 //! Numerics follow llama.cpp b11434's `src/models/gemma*.cpp` (see [`crate::arch`] for what
 //! differs between generations). GGUF norm weights are stored as llama.cpp multiplies them
@@ -9,20 +9,11 @@
 //! embedding stays quantized: rows are dequantized one at a time on lookup and, when the output
 //! is tied, the same matrix is the output projection.
 
-mod f16_matmul;
-mod f32_gemm;
-mod flash_attention;
 mod forward;
 mod hidden;
-mod host_ops;
-mod kquant_matmul;
 mod linear;
-mod q8_matmul;
 mod rope;
-mod scratch;
 mod weights;
-#[cfg(target_arch = "x86_64")]
-mod x86;
 
 use candle_core::Device;
 
@@ -32,14 +23,10 @@ use crate::error::{Error, Result};
 use crate::gguf::ModelFile;
 use crate::kv_cache::{KvCache, KvStorage};
 
-pub(crate) use flash_attention::{Inputs as AttentionInputs, SlotPositions, Visibility};
-pub(crate) use flash_attention::attention as flash_attention;
 pub use hidden::Hidden;
 pub(crate) use hidden::Repr as HiddenRepr;
-pub(crate) use host_ops::{geglu, rms_norm_into, rms_norm_rows};
 pub(crate) use linear::Linear;
 pub use rope::RopeTable;
-pub(crate) use scratch::{release as release_scratch, zeroed as scratch_zeroed};
 pub(crate) use weights::{Norm, Weights};
 
 /// Which positions' hidden states a forward pass should produce.

@@ -1,11 +1,14 @@
-//! AVX helpers shared by the CPU kernels (`q8_matmul`, `kquant_matmul`, `flash_attention`).
+//! x86-64 kernels: one module per instruction set (`avx2/`), each filling the kernel table
+//! (`cpu::Kernels`) with its inner loops, and the helpers they share.
+
+pub mod avx2;
 
 use std::arch::x86_64::*;
 
 /// Sum of the 8 lanes (ggml `hsum_float_8`).
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-pub(super) fn hsum(v: __m256) -> f32 {
+pub(crate) fn hsum(v: __m256) -> f32 {
     let lo = _mm256_castps256_ps128(v);
     let hi = _mm256_extractf128_ps(v, 1);
     let s = _mm_add_ps(lo, hi);
@@ -30,7 +33,7 @@ const PREFETCH_DISTANCE: usize = 4096;
 /// twice — had left the memory system idle part of the time.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-pub(super) fn prefetch_tile<const ROWS: usize>(first_row: &[u8], b: usize, block_bytes: usize) {
+pub(crate) fn prefetch_tile<const ROWS: usize>(first_row: &[u8], b: usize, block_bytes: usize) {
     let ahead = first_row
         .as_ptr()
         .wrapping_add(PREFETCH_DISTANCE + b * block_bytes * ROWS);

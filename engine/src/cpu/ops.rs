@@ -79,23 +79,18 @@ pub(crate) fn geglu(gate: &mut [f32], up: &[f32]) {
 }
 
 fn geglu_part(gate: &mut [f32], up: &[f32]) {
-    let table = gelu_table();
-    #[cfg(target_arch = "x86_64")]
-    {
-        if std::arch::is_x86_feature_detected!("f16c") && std::arch::is_x86_feature_detected!("avx")
-        {
-            // SAFETY: the CPU features were detected just above.
-            unsafe { geglu_f16c(gate, up, table) };
-            return;
-        }
-    }
+    (super::kernels().geglu)(gate, up, gelu_table())
+}
+
+/// The reference loop of [`geglu`] on one part: `half`'s f32 → f16 rounding, value by value.
+pub(crate) fn geglu_portable(gate: &mut [f32], up: &[f32], table: &[f16]) {
     for (g, &u) in gate.iter_mut().zip(up) {
         *g = geglu_one(*g, u, f16::from_f32(*g).to_bits(), table);
     }
 }
 
 #[inline(always)]
-fn geglu_one(x: f32, u: f32, x16: u16, table: &[f16]) -> f32 {
+pub(crate) fn geglu_one(x: f32, u: f32, x16: u16, table: &[f16]) -> f32 {
     if x <= -10.0 {
         0.0
     } else if x >= 10.0 {
@@ -105,35 +100,8 @@ fn geglu_one(x: f32, u: f32, x16: u16, table: &[f16]) -> f32 {
     }
 }
 
-/// The same with the f32 → f16 rounding done 8 values at a time by F16C (`half`'s conversion is
-/// a call per value).
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx,f16c")]
-fn geglu_f16c(gate: &mut [f32], up: &[f32], table: &[f16]) {
-    use std::arch::x86_64::*;
-    let mut bits = [0u16; 8];
-    let mut gates = gate.chunks_exact_mut(8);
-    let mut ups = up.chunks_exact(8);
-    for (g, u) in (&mut gates).zip(&mut ups) {
-        // SAFETY: `g` holds 8 values and `bits` 8 halves; unaligned load and store.
-        unsafe {
-            let v = _mm256_loadu_ps(g.as_ptr());
-            _mm_storeu_si128(
-                bits.as_mut_ptr() as *mut __m128i,
-                _mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(v),
-            );
-        }
-        for j in 0..8 {
-            g[j] = geglu_one(g[j], u[j], bits[j], table);
-        }
-    }
-    for (g, &u) in gates.into_remainder().iter_mut().zip(ups.remainder()) {
-        *g = geglu_one(*g, u, f16::from_f32(*g).to_bits(), table);
-    }
-}
-
 /// ggml `ggml_table_gelu_f16`: `f16(gelu(f32(h)))` for every f16 bit pattern `h`.
-fn gelu_table() -> &'static [f16] {
+pub(crate) fn gelu_table() -> &'static [f16] {
     static TABLE: std::sync::OnceLock<Vec<f16>> = std::sync::OnceLock::new();
     TABLE.get_or_init(|| {
         (0..=u16::MAX)

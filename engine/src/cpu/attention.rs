@@ -23,7 +23,7 @@ use half::f16;
 use half::slice::HalfFloatSliceExt;
 use rayon::prelude::*;
 
-use super::f32_gemm::gemm_acc;
+use super::gemm::gemm_acc;
 
 /// Slots per tile (ggml `GGML_FA_TILE_KV`).
 const TILE_KV: usize = 64;
@@ -261,28 +261,23 @@ fn tile_scores(
     let kv = k_tile.len() / d;
     let mut any = false;
     out.fill(f32::NEG_INFINITY);
-    #[cfg(target_arch = "x86_64")]
-    {
-        if d.is_multiple_of(8) && simd::available() {
-            let mut tk = 0;
-            while tk < kv {
-                let keys = 4.min(kv - tk);
-                let seen: [bool; 4] = std::array::from_fn(|j| j < keys && visible(tk + j));
-                if seen.iter().any(|&s| s) {
-                    // SAFETY: the CPU features were detected; d is a multiple of 8 and the
-                    // tile holds `keys` rows of d values from key tk.
-                    let s = unsafe { simd::scores4(q, &k_tile[tk * d..(tk + keys) * d], keys) };
-                    for j in 0..keys {
-                        if seen[j] {
-                            out[tk + j] = s[j];
-                            any = true;
-                        }
+    if let Some(simd) = super::kernels().attention.as_ref().filter(|_| d.is_multiple_of(8)) {
+        let mut tk = 0;
+        while tk < kv {
+            let keys = 4.min(kv - tk);
+            let seen: [bool; 4] = std::array::from_fn(|j| j < keys && visible(tk + j));
+            if seen.iter().any(|&s| s) {
+                let s = (simd.scores4)(q, &k_tile[tk * d..(tk + keys) * d], keys);
+                for j in 0..keys {
+                    if seen[j] {
+                        out[tk + j] = s[j];
+                        any = true;
                     }
                 }
-                tk += 4;
             }
-            return any;
+            tk += 4;
         }
+        return any;
     }
     for tk in 0..kv {
         if visible(tk) {
@@ -294,19 +289,14 @@ fn tile_scores(
 }
 
 fn mad_fn(d: usize) -> MadFn {
-    #[cfg(target_arch = "x86_64")]
-    {
-        if d.is_multiple_of(32) && simd::available() {
-            // SAFETY: as above.
-            return |o, v, p| unsafe { simd::mad(o, v, p) };
-        }
+    match super::kernels().attention.as_ref() {
+        Some(simd) if d.is_multiple_of(32) => simd.mad,
+        _ => mad,
     }
-    let _ = d;
-    mad
 }
 
 /// `k · q`: 8 lanes, each a fused multiply-add chain, then summed.
-fn dot(k: &[f16], q: &[f32]) -> f32 {
+pub(crate) fn dot(k: &[f16], q: &[f32]) -> f32 {
     let mut lanes = [0f32; 8];
     let chunks = k.len() / 8;
     for c in 0..chunks {
@@ -322,61 +312,9 @@ fn dot(k: &[f16], q: &[f32]) -> f32 {
 }
 
 /// `out += v · p`, one fused multiply-add per value, as the matrix product does it.
-fn mad(out: &mut [f32], v: &[f16], p: f32) {
+pub(crate) fn mad(out: &mut [f32], v: &[f16], p: f32) {
     for (o, x) in out.iter_mut().zip(v) {
         *o = p.mul_add(x.to_f32(), *o);
-    }
-}
-
-#[cfg(target_arch = "x86_64")]
-mod simd {
-    //! AVX2/F16C versions of the scores (`dot`, four keys at a time) and of `mad`.
-    use super::super::x86::hsum;
-    use half::f16;
-    use std::arch::x86_64::*;
-
-    pub(super) fn available() -> bool {
-        std::arch::is_x86_feature_detected!("avx2")
-            && std::arch::is_x86_feature_detected!("fma")
-            && std::arch::is_x86_feature_detected!("f16c")
-    }
-
-    #[inline]
-    #[target_feature(enable = "avx2,fma,f16c")]
-    fn load_f16(p: &[f16], i: usize) -> __m256 {
-        assert!(i + 8 <= p.len());
-        // SAFETY: 8 halves in bounds (checked above); `f16` is a transparent u16.
-        unsafe { _mm256_cvtph_ps(_mm_loadu_si128(p.as_ptr().add(i) as *const __m128i)) }
-    }
-
-    /// The scores of `q` against `keys` (1 to 4) consecutive keys of `k`: per key one 8-lane
-    /// FMA chain over `q.len()` (a multiple of 8) values, then `hsum`.
-    #[target_feature(enable = "avx2,fma,f16c")]
-    pub(super) unsafe fn scores4(q: &[f32], k: &[f16], keys: usize) -> [f32; 4] {
-        let d = q.len();
-        assert!(keys <= 4 && k.len() >= keys * d && d.is_multiple_of(8));
-        let mut acc = [_mm256_setzero_ps(); 4];
-        for i in (0..d).step_by(8) {
-            // SAFETY: i + 8 <= d.
-            let qv = unsafe { _mm256_loadu_ps(q.as_ptr().add(i)) };
-            for (j, a) in acc.iter_mut().enumerate().take(keys) {
-                *a = _mm256_fmadd_ps(load_f16(k, j * d + i), qv, *a);
-            }
-        }
-        std::array::from_fn(|j| hsum(acc[j]))
-    }
-
-    /// `out.len() == v.len()`, a multiple of 8.
-    #[target_feature(enable = "avx2,fma,f16c")]
-    pub(super) unsafe fn mad(out: &mut [f32], v: &[f16], p: f32) {
-        let pv = _mm256_set1_ps(p);
-        for i in (0..out.len()).step_by(8) {
-            // SAFETY: i + 8 <= out.len() == v.len().
-            unsafe {
-                let o = out.as_mut_ptr().add(i);
-                _mm256_storeu_ps(o, _mm256_fmadd_ps(pv, load_f16(v, i), _mm256_loadu_ps(o)));
-            }
-        }
     }
 }
 

@@ -1,0 +1,601 @@
+//! Quantized matrix multiplication for ggml's K-quant weight formats Q4_K and Q6_K (super-blocks
+//! of 256 values), whose activations are quantized to Q8_K, with ggml's numerics: the work
+//! schedule. The inner loops are the kernel table's (`cpu::kernels()`).
+//!
+//! Follows ggml (llama.cpp `ggml/src`): block layouts `block_q4_K` / `block_q6_K`
+//! (`ggml-common.h`); `dequantize_row_q4_K`, `dequantize_row_q6_K`, `quantize_row_q8_K_ref` and
+//! `get_scale_min_k4` (`ggml-quants.c`); the dot products `ggml_vec_dot_q4_K_q8_K` and
+//! `ggml_vec_dot_q6_K_q8_K`, as their `__AVX2__` branches (`ggml-cpu/arch/x86/quants.c`) and as
+//! the portable `_generic` versions (`ggml-cpu/quants.c`) for CPUs without AVX2+FMA+F16C. The
+//! integer part of every dot product is exact and identical in both kernels; only the f32
+//! scaling and accumulation order differ between them, as between ggml's two versions.
+//!
+//! llama.cpp's CPU backend on AVX2 by default repacks Q4_K weights whose row count is a
+//! multiple of 8 and multiplies them with `ggml_gemv_q4_K_8x8_q8_K` instead: the same integer
+//! sums, scaled and accumulated in f32 in a different order (differences near 1e-7 relative).
+//!
+//! Work is split across output rows, as in `q8_matmul`. The one-row AVX2 kernel decodes a
+//! weight super-block (Q4_K: 6-bit scales and mins unpacked, nibbles split; Q6_K: low nibbles
+//! and high bit pairs recombined) for every activation row it meets, which for a prompt is most
+//! of the work. So where the table has them (AVX2), the rows go through register tiles
+//! (`x86::avx2::kquants::tile_q4_k`, `tile_q6_k`) that decode each 32-value sub-block of `RM` weight rows once and dot it
+//! with `RN` activation rows, each activation vector loaded once for the `RM` weight rows:
+//!
+//! - prompts (m ≥ 4): 1 weight row × 8 activation rows, then 1 × 4 for the rest, the one-row
+//!   kernel for the last m mod 4. Measured against 2 × 4, 1 × 4, 1 × 6, 1 × 12, 2 × 2 and
+//!   others: the 8 i32 sums plus the decoded sub-block and its scales about fill the 16
+//!   registers, and one weight row per tile leaves the decode to be shared 8 ways.
+//! - decode (and m < 4), Q4_K: 4 weight rows × 1 activation row, four independent chains with
+//!   each activation vector loaded once. Q6_K keeps the one-row kernel: its tiles measured no
+//!   faster, as its decode is per weight row either way and is most of the work.
+//!
+//! A tile computes every output's i32 lanes exactly as the one-row kernel does (integer sums
+//! are exact in any order) and then the same f32 operations in the same order per super-block
+//! (`d_y · d_w`, one FMA into 8 lanes, ggml's horizontal sum), so its results are identical to
+//! the one-row kernel's, bit for bit. Within a task, tiles walk activation tiles outermost (a
+//! tile's rows stay in L1) over groups of weight rows of at most `GROUP_BYTES` (which stay in
+//! L2), so activations stream from memory once per group rather than once per weight row.
+//!
+//! Tested against dequantize-then-multiply, and the tiles against the one-row kernel, below.
+
+use rayon::prelude::*;
+
+use super::formats::{KFormat, QK_K};
+use super::quantize::Q8KRows;
+use super::{KDot, KKernels, KTile, Kernels, kernels};
+use crate::gguf::WeightBytes;
+
+/// A weight matrix `[n, k]` in ggml K-quant layout (row-major, `k / 256` blocks per row).
+#[derive(Debug)]
+pub struct KMatrix {
+    format: KFormat,
+    data: WeightBytes,
+    n: usize,
+    k: usize,
+}
+
+impl KMatrix {
+    /// `None` unless `k` is a multiple of 256 and `data` holds exactly `n` rows of blocks.
+    pub fn new(format: KFormat, data: impl Into<WeightBytes>, n: usize, k: usize) -> Option<Self> {
+        let data = data.into();
+        (k.is_multiple_of(QK_K) && data.len() == n * (k / QK_K) * format.block_bytes())
+            .then_some(KMatrix { format, data, n, k })
+    }
+
+    pub fn rows(&self) -> usize {
+        self.n
+    }
+
+    pub fn cols(&self) -> usize {
+        self.k
+    }
+
+    fn row_bytes(&self) -> usize {
+        self.k / QK_K * self.format.block_bytes()
+    }
+
+    fn row(&self, r: usize) -> &[u8] {
+        &self.data[r * self.row_bytes()..(r + 1) * self.row_bytes()]
+    }
+
+    /// Dequantize row `r` into `out` (`k` values), as ggml `dequantize_row_q4_K` /
+    /// `dequantize_row_q6_K` do (same f32 operations in the same order).
+    pub fn dequantize_row(&self, r: usize, out: &mut [f32]) {
+        let bb = self.format.block_bytes();
+        for (b, y) in self.row(r).chunks_exact(bb).zip(out.chunks_exact_mut(QK_K)) {
+            self.format.dequantize(b, y);
+        }
+    }
+
+    /// This format's kernels in `table`.
+    fn kernels<'t>(&self, table: &'t Kernels) -> &'t KKernels {
+        match self.format {
+            KFormat::Q4K => &table.q4_k,
+            KFormat::Q6K => &table.q6_k,
+        }
+    }
+
+    /// `x` `[m, k]` → `[m, n]` = x · Wᵀ.
+    pub fn matmul(&self, x: &[f32], m: usize) -> Vec<f32> {
+        self.matmul_on(kernels(), x, m)
+    }
+
+    /// [`Self::matmul`] with the kernels of `table`.
+    pub(crate) fn matmul_on(&self, table: &Kernels, x: &[f32], m: usize) -> Vec<f32> {
+        let q = Q8KRows::quantize_on(table, x, m, self.k);
+        let mut out = super::scratch::zeroed(m * self.n);
+        self.matmul_q_on(table, &q, m, &mut out);
+        out
+    }
+
+    /// `out` `[m, n]` = activations · Wᵀ, with activations already quantized (one quantization
+    /// can serve every matrix that reads the same input, e.g. Q, K and V).
+    ///
+    /// # Panics
+    /// If `q` does not hold `m` rows of `k` values or `out` is not `m * n` long.
+    pub fn matmul_q(&self, q: &Q8KRows, m: usize, out: &mut [f32]) {
+        self.matmul_q_on(kernels(), q, m, out)
+    }
+
+    fn matmul_q_on(&self, table: &Kernels, q: &Q8KRows, m: usize, out: &mut [f32]) {
+        let table = self.kernels(table);
+        assert_eq!(q.rows, m, "Q8KRows holds {} rows, not {m}", q.rows);
+        assert_eq!(
+            q.blocks_per_row * QK_K,
+            self.k,
+            "Q8KRows width does not match the weight's"
+        );
+        assert_eq!(out.len(), m * self.n, "output must be m * n long");
+        if m == 0 {
+            return; // nothing to write, and rayon refuses chunks of length 0
+        }
+        if m == 1 {
+            // One activation row: `[n]` in weight-row order is already the output layout.
+            self.dot_rows(table, q, 1, out);
+            return;
+        }
+        // Tasks own contiguous runs of weight rows, so they write `[n, m]`; transpose after.
+        let mut out_t = super::scratch::zeroed(self.n * m);
+        self.dot_rows(table, q, m, &mut out_t);
+        super::transpose::transpose_into(&out_t, self.n, m, out);
+        super::scratch::release(out_t);
+    }
+
+    /// `out_t[r * m + i]` = weight row `r` · activation row `i`.
+    fn dot_rows(&self, table: &KKernels, q: &Q8KRows, m: usize, out_t: &mut [f32]) {
+        let kernel = table.dot;
+        if m < PROMPT_TAIL {
+            // Decode, and prompts too short for a prompt tile: the table may take several weight
+            // rows per pass (AVX2 does for Q4_K; its Q6_K tiles did not beat the one-row kernel,
+            // as the 6-bit recombination is per weight row either way and is most of the work).
+            if let Some(tile) = table.decode {
+                return self.par_tasks(m, out_t, |r0, dst| {
+                    self.dot_tiled::<Q4K_DECODE_ROWS>(q, r0, dst, kernel, |j0, j1, dst| {
+                        self.tile_pass(tile, q, r0, j0..j1, 0, dst)
+                    })
+                });
+            }
+        } else if let (Some(tile), Some(tail)) = (table.prompt, table.tail) {
+            return self.par_tasks(m, out_t, |r0, dst| {
+                self.dot_tiled::<1>(q, r0, dst, kernel, |j0, j1, dst| {
+                    let i = self.tile_pass(tile, q, r0, j0..j1, 0, dst);
+                    self.tile_pass(tail, q, r0, j0..j1, i, dst)
+                })
+            });
+        }
+        self.par_tasks(m, out_t, |r0, dst| {
+            for (j, dst_row) in dst.chunks_exact_mut(m).enumerate() {
+                let w = self.row(r0 + j);
+                for (i, d) in dst_row.iter_mut().enumerate() {
+                    *d = kernel(w, q.row(i));
+                }
+            }
+        });
+    }
+
+    /// Splits `out_t` (`[n, m]`) into tasks of contiguous weight rows; `task(r0, dst)` fills
+    /// rows `r0..` of it.
+    fn par_tasks(&self, m: usize, out_t: &mut [f32], task: impl Fn(usize, &mut [f32]) + Sync) {
+        let rows_per_task = (self.n / (rayon::current_num_threads() * 8)).clamp(16, 4096);
+        out_t
+            .par_chunks_mut(rows_per_task * m)
+            .enumerate()
+            .for_each(|(t, dst)| task(t * rows_per_task, dst));
+    }
+
+    /// Weight rows `r0..r0 + dst.len() / m` · all `m` activation rows into `dst` (`[rows, m]`),
+    /// in groups of weight rows of about `GROUP_BYTES` (which stay in L2 while every activation
+    /// row meets them, so activations are streamed once per group rather than once per weight
+    /// row). `tiles(j0, j1, dst)` covers weight rows `j0..j1` (relative to `r0`; a multiple of
+    /// `RM` of them) with activation rows from 0 up to the row it returns; the rest (activation
+    /// rows past the last whole tile, weight rows past the last whole `RM`) goes through the
+    /// one-row kernel.
+    fn dot_tiled<const RM: usize>(
+        &self,
+        q: &Q8KRows,
+        r0: usize,
+        dst: &mut [f32],
+        kernel: KDot,
+        tiles: impl Fn(usize, usize, &mut [f32]) -> usize,
+    ) {
+        let m = q.rows;
+        let rows = dst.len() / m;
+        // Groups of equal size (a multiple of RM), none over GROUP_BYTES unless one row is.
+        let max_rows = (GROUP_BYTES / self.row_bytes()).max(1);
+        let group = rows
+            .div_ceil(rows.div_ceil(max_rows).max(1))
+            .next_multiple_of(RM);
+        for g0 in (0..rows).step_by(group) {
+            let g1 = (g0 + group).min(rows);
+            let tiled = g1 - (g1 - g0) % RM;
+            let i_end = tiles(g0, tiled, dst);
+            for j in g0..g1 {
+                let w = self.row(r0 + j);
+                for i in if j < tiled { i_end } else { 0 }..m {
+                    dst[j * m + i] = kernel(w, q.row(i));
+                }
+            }
+        }
+    }
+
+    /// `tile` over weight rows `rows` (relative to `r0`, a multiple of `RM` of them) and whole
+    /// tiles of activation rows from `i`, activation tile outermost; returns the first activation
+    /// row not covered.
+    fn tile_pass<const RM: usize, const RN: usize>(
+        &self,
+        tile: KTile<RM, RN>,
+        q: &Q8KRows,
+        r0: usize,
+        rows: std::ops::Range<usize>,
+        mut i: usize,
+        dst: &mut [f32],
+    ) -> usize {
+        let m = q.rows;
+        while i + RN <= m {
+            for j in rows.clone().step_by(RM) {
+                let w: [&[u8]; RM] = std::array::from_fn(|rm| self.row(r0 + j + rm));
+                let mut acc = [[0f32; RN]; RM];
+                tile(w, q, i, &mut acc);
+                for (rm, acc_row) in acc.iter().enumerate() {
+                    dst[(j + rm) * m + i..][..RN].copy_from_slice(acc_row);
+                }
+            }
+            i += RN;
+        }
+        i
+    }
+}
+
+/// Prompt tiles: one weight row × 8 activation rows, then one × 4 for what is left.
+pub(crate) const PROMPT_TILE: usize = 8;
+pub(crate) const PROMPT_TAIL: usize = 4;
+/// Decode (and m < `PROMPT_TAIL`): weight rows per Q4_K tile.
+pub(crate) const Q4K_DECODE_ROWS: usize = 4;
+/// Most weight bytes per group of `dot_tiled`: well inside an L2 cache.
+const GROUP_BYTES: usize = 128 << 10;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cpu::quantize::BSUMS;
+    use half::f16;
+
+    struct Lcg(u64);
+
+    impl Lcg {
+        fn next(&mut self) -> u32 {
+            self.0 = self
+                .0
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (self.0 >> 33) as u32
+        }
+
+        fn bytes(&mut self, n: usize) -> Vec<u8> {
+            (0..n).map(|_| self.next() as u8).collect()
+        }
+
+        /// A small positive f16, like a real super-block scale.
+        fn scale(&mut self, max: f32) -> [u8; 2] {
+            f16::from_f32((self.next() % 1000) as f32 / 1000.0 * max + max / 100.0).to_le_bytes()
+        }
+    }
+
+    /// Random Q4_K blocks: random scales/mins (all 6-bit patterns) and nibbles.
+    fn random_q4_k(n_blocks: usize, seed: u64) -> Vec<u8> {
+        let mut rng = Lcg(seed);
+        let mut out = Vec::new();
+        for _ in 0..n_blocks {
+            out.extend_from_slice(&rng.scale(0.002));
+            out.extend_from_slice(&rng.scale(0.004));
+            out.extend(rng.bytes(12 + 128));
+        }
+        out
+    }
+
+    /// Random Q6_K blocks: random low nibbles, high bits and i8 scales.
+    fn random_q6_k(n_blocks: usize, seed: u64) -> Vec<u8> {
+        let mut rng = Lcg(seed);
+        let mut out = Vec::new();
+        for _ in 0..n_blocks {
+            out.extend(rng.bytes(128 + 64 + 16));
+            out.extend_from_slice(&rng.scale(0.0005));
+        }
+        out
+    }
+
+    fn random_blocks(format: KFormat, n_blocks: usize, seed: u64) -> Vec<u8> {
+        match format {
+            KFormat::Q4K => random_q4_k(n_blocks, seed),
+            KFormat::Q6K => random_q6_k(n_blocks, seed),
+        }
+    }
+
+    /// Activations with occasional outliers, as real hidden states have.
+    fn activations(m: usize, k: usize) -> Vec<f32> {
+        (0..m * k)
+            .map(|i| {
+                ((i * 2654435761usize % 1000) as f32 / 500.0 - 1.0)
+                    * if i % 97 == 0 { 20.0 } else { 1.0 }
+            })
+            .collect()
+    }
+
+    fn dequantize_q8k(q: &Q8KRows) -> Vec<f32> {
+        q.qs.iter()
+            .enumerate()
+            .map(|(j, &v)| q.d[j / QK_K] * v as f32)
+            .collect()
+    }
+
+    /// Against dequantize(weights) · dequantize(quantize_q8_K(x)), summed in f64: the kernels'
+    /// integer part is exact, so only their f32 scaling and accumulation may differ.
+    fn check(format: KFormat, seed: u64, n: usize, k: usize, m: usize) {
+        let w = KMatrix::new(format, random_blocks(format, n * k / QK_K, seed), n, k).unwrap();
+        let x = activations(m, k);
+        let got = w.matmul(&x, m);
+        let xq = dequantize_q8k(&Q8KRows::quantize(&x, m, k));
+        let mut row = vec![0f32; k];
+        for r in 0..n {
+            w.dequantize_row(r, &mut row);
+            for i in 0..m {
+                let want: f64 = row
+                    .iter()
+                    .zip(&xq[i * k..(i + 1) * k])
+                    .map(|(&a, &b)| a as f64 * b as f64)
+                    .sum();
+                let g = got[i * n + r] as f64;
+                assert!(
+                    (want - g).abs() <= 1e-4 * (1.0 + want.abs()),
+                    "{format:?} r{r} i{i}: {want} vs {g}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn q4_k_matmul_matches_dequantized_product() {
+        check(KFormat::Q4K, 7, 70, 512, 1);
+        check(KFormat::Q4K, 8, 70, 512, 5);
+    }
+
+    #[test]
+    fn q6_k_matmul_matches_dequantized_product() {
+        check(KFormat::Q6K, 9, 70, 512, 1);
+        check(KFormat::Q6K, 10, 70, 512, 5);
+    }
+
+    #[test]
+    fn matmul_q_reuses_quantized_activations() {
+        let (n, k, m) = (40, 256, 3);
+        let x = activations(m, k);
+        let q = Q8KRows::quantize(&x, m, k);
+        for format in [KFormat::Q4K, KFormat::Q6K] {
+            let w = KMatrix::new(format, random_blocks(format, n * k / QK_K, 11), n, k).unwrap();
+            let mut out = vec![f32::NAN; m * n];
+            w.matmul_q(&q, m, &mut out);
+            assert_eq!(out, w.matmul(&x, m), "{format:?}");
+        }
+    }
+
+    /// Every kernel table this CPU runs gives the portable kernels' results (integer sums
+    /// exact; the float scaling and sums may differ in their last bits, as ggml's two do).
+    #[test]
+    fn every_kernel_table_agrees_with_the_portable_one() {
+        let (n, k) = (37, 1024);
+        let portable = crate::cpu::table(crate::cpu::Isa::Portable);
+        for format in [KFormat::Q4K, KFormat::Q6K] {
+            let w = KMatrix::new(format, random_blocks(format, n * k / QK_K, 3), n, k).unwrap();
+            for m in [1, 3, 5, 9] {
+                let x = activations(m, k);
+                let want = w.matmul_on(portable, &x, m);
+                for table in crate::cpu::tables() {
+                    let got = w.matmul_on(table, &x, m);
+                    for (a, b) in got.iter().zip(&want) {
+                        assert!(
+                            (a - b).abs() <= 1e-5 * (1.0 + b.abs()),
+                            "{format:?} m {m} {}: {a} vs {b}",
+                            table.isa
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    /// `matmul_q` (tiles) against the one-row kernel, bit for bit, for activation rows 1..=9:
+    /// decode, prompt tiles with and without the tail tile and leftover rows.
+    fn assert_tiles_exact(format: KFormat, n: usize, k: usize, seed: u64) {
+        let w = KMatrix::new(format, random_blocks(format, n * k / QK_K, seed), n, k).unwrap();
+        let kernel = w.kernels(kernels()).dot;
+        for m in 1..=9 {
+            let mut x = activations(m, k);
+            x[..QK_K].fill(0.0); // one all-zero activation block (d = 0)
+            let q = Q8KRows::quantize(&x, m, k);
+            let mut out = vec![f32::NAN; m * n];
+            w.matmul_q(&q, m, &mut out);
+            for r in 0..n {
+                for i in 0..m {
+                    let want = kernel(w.row(r), q.row(i));
+                    assert_eq!(
+                        out[i * n + r].to_bits(),
+                        want.to_bits(),
+                        "{format:?} n{n} m{m} r{r} i{i}: {} vs {want}",
+                        out[i * n + r]
+                    );
+                }
+            }
+        }
+    }
+
+    /// The tiles must give exactly what the one-row kernel gives for every output: weight rows
+    /// not a multiple of any tile height, split over several tasks.
+    #[test]
+    fn tiles_match_one_row_kernel_exactly() {
+        for format in [KFormat::Q4K, KFormat::Q6K] {
+            assert_tiles_exact(format, 37, 1024, 21);
+        }
+    }
+
+    /// As above with tasks of more weight rows than one group of `dot_tiled` holds (one
+    /// thread: tasks of n / 8 rows), so that groups and the last partial group are exercised.
+    #[test]
+    fn tiles_match_one_row_kernel_across_weight_groups() {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(1)
+            .build()
+            .unwrap();
+        for format in [KFormat::Q4K, KFormat::Q6K] {
+            let n = 8 * (GROUP_BYTES / format.block_bytes() * 3 / 2) + 3;
+            pool.install(|| assert_tiles_exact(format, n, QK_K, 22));
+        }
+    }
+
+    #[test]
+    fn mismatched_shapes_are_rejected() {
+        let w = KMatrix::new(KFormat::Q4K, random_q4_k(2, 1), 1, 512).unwrap();
+        assert!(KMatrix::new(KFormat::Q4K, random_q4_k(2, 1), 1, 256).is_none());
+        assert!(KMatrix::new(KFormat::Q6K, random_q6_k(2, 1), 2, 500).is_none());
+        let q = Q8KRows::quantize(&activations(1, 256), 1, 256);
+        let r = std::panic::catch_unwind(|| w.matmul_q(&q, 1, &mut [0.0]));
+        assert!(r.is_err());
+    }
+
+    #[test]
+    fn scale_unpacking_matches_get_scale_min_k4() {
+        let mut rng = Lcg(5);
+        for _ in 0..500 {
+            let s = rng.bytes(12);
+            let utmp = crate::cpu::formats::q4_k::scales_mins(&s);
+            for j in 0..8 {
+                let unpacked = (
+                    (utmp[j / 4] >> (8 * (j % 4))) as u8,
+                    (utmp[2 + j / 4] >> (8 * (j % 4))) as u8,
+                );
+                assert_eq!(
+                    unpacked,
+                    crate::cpu::formats::q4_k::get_scale_min_k4(j, &s),
+                    "{s:?} sub-block {j}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn q4_k_dequantizes_a_hand_built_block() {
+        let mut b = vec![0u8; crate::cpu::formats::q4_k::BYTES];
+        b[0..2].copy_from_slice(&f16::from_f32(1.0).to_le_bytes());
+        b[2..4].copy_from_slice(&f16::from_f32(0.5).to_le_bytes());
+        let s = &mut b[4..16];
+        s[0] = 0b01_000011; // scale 0 = 3; top bits 01 are scale 4's bits 4–5
+        s[4] = 0b10_000101; // min 0 = 5; top bits 10 are min 4's bits 4–5
+        s[1] = 2; // scale 1
+        s[5] = 1; // min 1
+        s[8] = 0x72; // scale 4 = 2 | 1 << 4 = 18, min 4 = 7 | 2 << 4 = 39
+        s[9] = 0x31; // scale 5 = 1, min 5 = 3
+        b[16] = 0x9A; // value 0: nibble 10 (sub-block 0); value 32: nibble 9 (sub-block 1)
+        b[16 + 64] = 0x03; // value 128: nibble 3 (sub-block 4); value 160: nibble 0 (sub-block 5)
+        let w = KMatrix::new(KFormat::Q4K, b, 1, QK_K).unwrap();
+        let mut y = vec![0f32; QK_K];
+        w.dequantize_row(0, &mut y);
+        assert_eq!(y[0], 3.0 * 10.0 - 0.5 * 5.0);
+        assert_eq!(y[1], -0.5 * 5.0);
+        assert_eq!(y[32], 2.0 * 9.0 - 0.5 * 1.0);
+        assert_eq!(y[128], 18.0 * 3.0 - 0.5 * 39.0);
+        assert_eq!(y[160], -0.5 * 3.0);
+        assert_eq!(y[64], 0.0); // sub-block 2: scale and min 0
+    }
+
+    #[test]
+    fn q6_k_dequantizes_a_hand_built_block() {
+        let mut b = vec![0u8; crate::cpu::formats::q6_k::BYTES];
+        b[208..210].copy_from_slice(&f16::from_f32(0.5).to_le_bytes());
+        let sc: [i8; 16] = [2, 7, -3, 0, 4, 0, 5, 0, -1, 0, 0, 0, 0, 0, 0, 0];
+        for (dst, s) in b[192..208].iter_mut().zip(sc) {
+            *dst = s as u8;
+        }
+        b[0] = 0x5A; // low nibbles of values 0 (0xA) and 64 (0x5)
+        b[32] = 0x0F; // low nibbles of values 32 (0xF) and 96 (0x0)
+        b[128] = 0b11_10_01_00; // high bits of values 0, 32, 64, 96
+        b[64] = 0x01; // second half: value 128
+        b[128 + 32] = 0b11; // high bits of value 128
+        let w = KMatrix::new(KFormat::Q6K, b, 1, QK_K).unwrap();
+        let mut y = vec![0f32; QK_K];
+        w.dequantize_row(0, &mut y);
+        assert_eq!(y[0], 0.5 * 2.0 * (0xA - 32) as f32);
+        assert_eq!(y[32], 0.5 * -3.0 * ((0xF | 1 << 4) - 32) as f32);
+        assert_eq!(y[64], 0.5 * 4.0 * ((0x5 | 2 << 4) - 32) as f32);
+        assert_eq!(y[96], 0.5 * 5.0 * ((3 << 4) - 32) as f32);
+        assert_eq!(y[16], 0.5 * 7.0 * -32.0); // sub-block 1 has its own scale
+        assert_eq!(y[128], -0.5 * ((1 | 3 << 4) - 32) as f32); // d · scale 8 (−1)
+    }
+
+    #[test]
+    fn nearest_int_rounds_half_to_even() {
+        for (x, want) in [
+            (2.5, 2),
+            (3.5, 4),
+            (-2.5, -2),
+            (-126.5, -126),
+            (126.51, 127),
+            (-0.49, 0),
+            (127.0, 127),
+        ] {
+            assert_eq!(crate::cpu::quantize::nearest_int(x), want, "{x}");
+        }
+    }
+
+    #[test]
+    fn many_rows_quantize_as_each_row_alone() {
+        let (m, k) = (70, 512); // past the row count that splits across threads
+        let x: Vec<f32> = (0..m * k)
+            .map(|i| ((i * 7919) % 1013) as f32 / 97.0 - 5.0)
+            .collect();
+        let all = Q8KRows::quantize(&x, m, k);
+        for i in 0..m {
+            let one = Q8KRows::quantize(&x[i * k..(i + 1) * k], 1, k);
+            let (a, b) = (all.row(i), one.row(0));
+            assert_eq!((a.d, a.qs, a.bsums), (b.d, b.qs, b.bsums), "row {i}");
+        }
+    }
+
+    #[test]
+    fn q8_k_quantization_round_trips() {
+        let (m, k) = (3, 512);
+        let mut x = activations(m, k);
+        x[QK_K..2 * QK_K].fill(0.0); // row 0, block 1: all zero
+        let q = Q8KRows::quantize(&x, m, k);
+        let xq = dequantize_q8k(&q);
+        assert_eq!(q.d[1], 0.0);
+        assert!(q.qs[QK_K..2 * QK_K].iter().all(|&v| v == 0));
+        assert!(q.bsums[BSUMS..2 * BSUMS].iter().all(|&v| v == 0));
+        for (b, xb) in x.chunks_exact(QK_K).enumerate() {
+            let qb = &q.qs[b * QK_K..(b + 1) * QK_K];
+            // the value of largest magnitude maps to -127 (the scale carries its sign)
+            let (at, _) =
+                xb.iter().enumerate().fold(
+                    (0, 0f32),
+                    |a, (j, v)| if v.abs() > a.1 { (j, v.abs()) } else { a },
+                );
+            if q.d[b] != 0.0 {
+                assert_eq!(qb[at], -127, "block {b}");
+            }
+            for (j, (&v, &r)) in xb.iter().zip(&xq[b * QK_K..(b + 1) * QK_K]).enumerate() {
+                assert!(
+                    (v - r).abs() <= q.d[b].abs() * 0.5 * (1.0 + 1e-5),
+                    "block {b} value {j}: {v} vs {r}"
+                );
+            }
+            for (s, q16) in q.bsums[b * BSUMS..(b + 1) * BSUMS]
+                .iter()
+                .zip(qb.chunks_exact(16))
+            {
+                assert_eq!(
+                    *s as i32,
+                    q16.iter().map(|&v| v as i32).sum::<i32>(),
+                    "block {b}"
+                );
+            }
+        }
+    }
+}

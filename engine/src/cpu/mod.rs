@@ -1,0 +1,146 @@
+//! The CPU kernels, laid out as ggml's `ggml-cpu/` is (one dispatch layer over per-ISA inner
+//! loops), so that a new instruction set is a new module, not edits across the kernels:
+//!
+//! - [`formats`]: the block formats (Q5_0, Q8_0, Q4_K, Q6_K) — layouts and dequantization;
+//! - [`quantize`]: activation quantization (Q8_0, Q8_K);
+//! - [`blocks`], [`kquants`], [`f16`], [`attention`], [`gemm`], [`ops`], [`transpose`]: the
+//!   work schedules — how a matmul, an attention or a row-wise op is split into tasks and
+//!   tiles — calling the inner loops through the kernel table;
+//! - [`Kernels`]: the table of inner loops, one per instruction set: [`portable`] (every CPU)
+//!   and `x86::avx2`; built once, for the widest set [`features`] detects at run time (or a
+//!   narrower one `COMPANION_CPU_KERNELS` asks for);
+//! - [`scratch`]: the reused activation buffers of the forward pass.
+//!
+//! Every table computes the same integer sums; tiles give the one-row kernels' results bit for
+//! bit; float sums follow ggml's order per instruction set. Tests run every table this CPU can
+//! run against the portable one.
+
+pub mod attention;
+pub mod blocks;
+pub mod f16;
+pub mod features;
+pub mod formats;
+pub mod gemm;
+pub mod kquants;
+pub mod ops;
+pub mod portable;
+pub mod quantize;
+pub mod scratch;
+pub mod transpose;
+#[cfg(target_arch = "x86_64")]
+pub mod x86;
+
+use std::sync::OnceLock;
+
+use half::f16 as F16;
+
+pub use features::Isa;
+use quantize::{Q8KRow, Q8KRows, Q8Rows};
+
+/// One Q5_0 or Q8_0 weight row · activation row `i` of a [`Q8Rows`].
+pub(crate) type BlockDot = fn(&[u8], &Q8Rows, usize) -> f32;
+/// `RM` consecutive weight rows × activation rows `i..i + RN`, into `out[weight][activation]`.
+pub(crate) type BlockTile<const RM: usize, const RN: usize> =
+    fn([&[u8]; RM], &Q8Rows, usize, &mut [[f32; RN]; RM]);
+/// One K-quant weight row · one Q8_K activation row.
+pub(crate) type KDot = fn(&[u8], Q8KRow<'_>) -> f32;
+/// As [`BlockTile`] for K-quants.
+pub(crate) type KTile<const RM: usize, const RN: usize> =
+    fn([&[u8]; RM], &Q8KRows, usize, &mut [[f32; RN]; RM]);
+/// Rows `j..j + RM` of a Q5_0 group in offset form × activation rows `i..i + RN`.
+pub(crate) type OffsetTile<const RM: usize, const RN: usize> = fn(
+    &blocks::OffsetGroup,
+    usize,
+    &Q8Rows,
+    &blocks::LaneSums,
+    usize,
+) -> [[f32; RN]; RM];
+
+/// Kernels of one 32-value block format.
+pub(crate) struct BlockKernels {
+    pub dot: BlockDot,
+    /// Prompt tile (`blocks::TILE_M` × `blocks::TILE_N`).
+    pub prompt: Option<BlockTile<{ blocks::TILE_M }, { blocks::TILE_N }>>,
+    /// Decode tile (`blocks::ROWS_1` weight rows × one activation row).
+    pub decode: Option<BlockTile<{ blocks::ROWS_1 }, 1>>,
+}
+
+/// Q5_0 prompts in offset form (see `BlockMatrix::fill_prompt_q5_0`).
+pub(crate) struct OffsetKernels {
+    /// A block's values as `x + 16`.
+    pub unpack: fn(&[u8], &mut [u8]),
+    /// An activation block's 8 lanes of `16 · Σ y`.
+    pub lane_sums: fn(&[i8], &mut [i32]),
+    pub tile_2x4: OffsetTile<{ blocks::OFFSET_TILE_M }, { blocks::OFFSET_TILE_N }>,
+    pub tile_1x4: OffsetTile<1, { blocks::OFFSET_TILE_N }>,
+    pub tile_1x1: OffsetTile<1, 1>,
+}
+
+/// Kernels of one K-quant format.
+pub(crate) struct KKernels {
+    pub dot: KDot,
+    /// Prompt tiles: one weight row × `kquants::PROMPT_TILE`, then × `kquants::PROMPT_TAIL`.
+    pub prompt: Option<KTile<1, { kquants::PROMPT_TILE }>>,
+    pub tail: Option<KTile<1, { kquants::PROMPT_TAIL }>>,
+    /// Decode tile (`kquants::Q4K_DECODE_ROWS` weight rows × one activation row).
+    pub decode: Option<KTile<{ kquants::Q4K_DECODE_ROWS }, 1>>,
+}
+
+/// Attention's inner loops (`attention` has the portable ones).
+pub(crate) struct AttentionKernels {
+    /// Scores of a query against 1 to 4 consecutive keys (head size a multiple of 8).
+    pub scores4: fn(&[f32], &[F16], usize) -> [f32; 4],
+    /// `out += v · p` (head size a multiple of 32).
+    pub mad: fn(&mut [f32], &[F16], f32),
+}
+
+/// The inner loops of one instruction set.
+pub struct Kernels {
+    pub isa: Isa,
+    pub(crate) quantize_q8_0: fn(&[f32], &mut [i8], &mut [f32]),
+    pub(crate) quantize_q8_k: fn(&[f32], &mut [i8], &mut [i16], &mut [f32]),
+    pub(crate) q5_0: BlockKernels,
+    pub(crate) q8_0: BlockKernels,
+    pub(crate) q5_0_offset: Option<OffsetKernels>,
+    pub(crate) q4_k: KKernels,
+    pub(crate) q6_k: KKernels,
+    pub(crate) attention: Option<AttentionKernels>,
+    pub(crate) gemm_acc: fn(&mut [f32], &[f32], &[f32], usize, usize, usize),
+    pub(crate) geglu: fn(&mut [f32], &[f32], &[F16]),
+}
+
+/// The table the engine uses: the widest set this CPU runs (or the one asked for).
+pub fn kernels() -> &'static Kernels {
+    static CHOSEN: OnceLock<&'static Kernels> = OnceLock::new();
+    CHOSEN.get_or_init(|| {
+        let isa = features::chosen();
+        tracing::debug!(%isa, "CPU kernels");
+        table(isa)
+    })
+}
+
+/// The table of `isa`, built on first use.
+///
+/// # Panics
+/// If this CPU cannot run `isa` (only sets from [`features::available`] may be asked for).
+pub fn table(isa: Isa) -> &'static Kernels {
+    assert!(
+        features::available().contains(&isa),
+        "this CPU cannot run the {isa} kernels"
+    );
+    static PORTABLE: OnceLock<Kernels> = OnceLock::new();
+    #[cfg(target_arch = "x86_64")]
+    static AVX2: OnceLock<Kernels> = OnceLock::new();
+    match isa {
+        Isa::Portable => PORTABLE.get_or_init(portable::kernels),
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx2 => AVX2.get_or_init(x86::avx2::kernels),
+        #[cfg(not(target_arch = "x86_64"))]
+        Isa::Avx2 => unreachable!("AVX2 is never detected off x86-64"),
+    }
+}
+
+/// Every table this CPU can run, narrowest first (for tests and comparisons).
+pub fn tables() -> Vec<&'static Kernels> {
+    features::available().into_iter().map(table).collect()
+}
