@@ -58,7 +58,7 @@ pub(crate) fn read_file(
         human_bytes(meta.len()),
         window.start,
         window.next.unwrap_or(window.total),
-        window.text
+        window.text.trim_end_matches('\n')
     );
     match window.next {
         Some(next) => text.push_str(&format!(
@@ -120,9 +120,10 @@ pub(crate) fn summarize_file(
     let progress = &mut *cx.progress;
     let summary = summarizer.summarize(&request, &mut |p: ToolProgress| progress(p))?;
     let text = format!(
-        "Summary of {shown} ({}, {} chunks{}):\n{}",
+        "Summary of {shown} ({}, {} chunk{}{}):\n{}",
         human_bytes(meta.len()),
         summary.chunks,
+        if summary.chunks == 1 { "" } else { "s" },
         if summary.from_store {
             ", summarized before"
         } else {

@@ -16,14 +16,14 @@ pub(crate) fn now() -> Result<ToolOutput> {
         now.strftime("%A"),
         now.strftime("%Y-%m-%d"),
         now.strftime("%H:%M"),
-        now.offset()
+        now.strftime("%:z")
     );
     let data = json!({
         "date": now.strftime("%Y-%m-%d").to_string(),
         "time": now.strftime("%H:%M:%S").to_string(),
         "weekday": now.strftime("%A").to_string(),
         "timeZone": zone,
-        "utcOffset": now.offset().to_string(),
+        "utcOffset": now.strftime("%:z").to_string(),
         "rfc3339": now.timestamp().display_with_offset(now.offset()).to_string(),
     });
     Ok(ToolOutput::new(text, data, false))
