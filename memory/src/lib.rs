@@ -28,8 +28,9 @@ pub use reply::ReplyRecorder;
 pub use search::SearchHit;
 pub use store::{
     ChunkSummary, DocumentKey, DocumentRecord, DocumentTotals, FolderGrant, GrantMode,
-    MAX_NOTE_TEXT_BYTES, MAX_NOTE_TITLE_BYTES, MAX_REMINDER_TEXT_BYTES, NewToolCall, Note, NoteHit, NoteId, Opened, Recovery, Reminder, ReminderId, Store,
-    StoreConfig, ToolCallId, ToolCallRecord, ToolOutcome, default_database_path,
+    MAX_NOTE_TEXT_BYTES, MAX_NOTE_TITLE_BYTES, MAX_REMINDER_TEXT_BYTES, NewToolCall, Note, NoteHit,
+    NoteId, Opened, Recovery, Reminder, ReminderId, Store, StoreConfig, ToolCallId, ToolCallRecord,
+    ToolOutcome, default_database_path,
 };
 pub use summarizer::{Summarizer, SummaryRequest, SummaryText};
 pub use types::*;

@@ -44,7 +44,11 @@ fn notes_are_kept_listed_newest_first_and_searched_by_every_word() -> Result<()>
     let dir = tempfile::tempdir()?;
     let store = open(&dir);
     let conversation = ConversationId("c-1".into());
-    let a = store.add_note("Garden", "Plant the tomatoes in May, basil beside them.", None)?;
+    let a = store.add_note(
+        "Garden",
+        "Plant the tomatoes in May, basil beside them.",
+        None,
+    )?;
     std::thread::sleep(std::time::Duration::from_millis(5));
     let b = store.add_note(
         "旅行计划",
@@ -117,18 +121,9 @@ fn reminders_fall_due_once_and_can_be_done() -> Result<()> {
     assert!(store.due_reminders(2_500)?.is_empty());
     assert_eq!(store.reminders(false, 10)?.len(), 1);
     assert_eq!(store.reminders(true, 10)?.len(), 2);
-    assert!(
-        store
-            .reminder(later.id)?
-            .and_then(|r| r.done_at)
-            .is_some()
-    );
+    assert!(store.reminder(later.id)?.and_then(|r| r.done_at).is_some());
     assert!(store.add_reminder(" ", 1, None).is_err());
-    assert!(
-        store
-            .complete_reminder(memory::ReminderId(999))
-            .is_err()
-    );
+    assert!(store.complete_reminder(memory::ReminderId(999)).is_err());
     assert!(store.delete_reminder(later.id)?);
     Ok(())
 }

@@ -59,13 +59,11 @@ impl Store {
              ON CONFLICT (path) DO UPDATE SET mode = excluded.mode",
             params![path, mode.as_str(), now],
         )?;
-        Ok(self
-            .conn
-            .query_row(
-                "SELECT path, mode, added_at FROM folder_grants WHERE path = ?1",
-                [path],
-                grant,
-            )?)
+        Ok(self.conn.query_row(
+            "SELECT path, mode, added_at FROM folder_grants WHERE path = ?1",
+            [path],
+            grant,
+        )?)
     }
 
     /// Every granted folder, in the order granted.
