@@ -5,13 +5,16 @@
 //!   with checkpoints, commit), switch and close (snapshot);
 //! - [`EngineSummarizer`]: memory's `Summarizer` written with the engine;
 //! - [`documents`]: summarizing a document far longer than the context, as a resumable job;
-//! - [`prompt`]: how summaries and messages become the engine's chat prompt.
+//! - [`prompt`]: how summaries and messages become the engine's chat prompt;
+//! - [`tools`]: the agent's tools on the store (notes, reminders, search, audit log) and on
+//!   the document job (summarize_file), and the sandbox from the grants the store keeps.
 
 pub mod documents;
 pub mod error;
 pub mod manager;
 pub mod prompt;
 pub mod summarizer;
+pub mod tools;
 
 pub use documents::{DocumentJob, DocumentParams, DocumentSummary, JobProgress};
 pub use error::{Error, Result};

@@ -34,6 +34,8 @@ enum Command {
     Summarize(commands::summarize::Args),
     /// Measure load, first token, prefill, decode, memory and the typing scenario.
     Bench(commands::bench::Args),
+    /// List the agent's tools, or run one directly on granted folders (no model needed).
+    Tools(commands::tools::Args),
 }
 
 fn main() -> ExitCode {
@@ -62,6 +64,7 @@ fn main() -> ExitCode {
         Command::Summarize(a) => commands::summarize::run(a),
         Command::Bench(a) => commands::bench::run(a),
         Command::Doctor(a) => commands::doctor::run(a),
+        Command::Tools(a) => commands::tools::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -73,7 +76,7 @@ fn main() -> ExitCode {
 }
 
 /// The error and its causes on one line.
-fn one_line(e: &anyhow::Error) -> String {
+pub(crate) fn one_line(e: &anyhow::Error) -> String {
     let mut parts: Vec<String> = Vec::new();
     for cause in e.chain() {
         let s = cause.to_string();

@@ -83,7 +83,7 @@ fn query_tokens(term: &str) -> Vec<String> {
 
 /// What to highlight in a snippet: the query's words, with runs of CJK characters kept
 /// together (a CJK term matches only as a whole), lowercased.
-fn highlight_terms(query: &str) -> Vec<String> {
+pub(crate) fn highlight_terms(query: &str) -> Vec<String> {
     let mut terms: Vec<String> = Vec::new();
     for term in query.split_whitespace() {
         let mut run = String::new();

@@ -67,7 +67,7 @@ fn a_version_1_database_is_upgraded_with_its_data_and_becomes_searchable() -> Re
     assert_eq!(store.search("kyoto", 10)?.len(), 2, "title and message");
     let raw = rusqlite::Connection::open(&path)?;
     let version: i64 = raw.pragma_query_value(None, "user_version", |r| r.get(0))?;
-    assert_eq!(version, 2);
+    assert_eq!(version, memory::store::schema::SCHEMA_VERSION);
     Ok(())
 }
 

@@ -6,6 +6,7 @@ pub mod generate;
 pub mod score;
 pub mod summarize;
 pub mod tokenize;
+pub mod tools;
 
 /// Peak resident set size of this process (Linux `VmHWM`), if known.
 pub fn peak_rss_bytes() -> Option<u64> {

@@ -5,10 +5,14 @@
 
 mod conversations;
 mod documents;
+mod grants;
 mod messages;
+mod notes;
+mod reminders;
 pub mod schema;
 mod snapshots;
 mod summaries;
+mod tool_calls;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -250,8 +254,12 @@ fn move_aside(path: &Path) -> Result<PathBuf> {
 
 pub(crate) use conversations::insert_conversation;
 pub use documents::{ChunkSummary, DocumentKey, DocumentRecord, DocumentTotals};
+pub use grants::{FolderGrant, GrantMode};
 pub(crate) use messages::insert_message;
+pub use notes::{MAX_NOTE_TEXT_BYTES, MAX_NOTE_TITLE_BYTES, Note, NoteHit, NoteId};
+pub use reminders::{MAX_REMINDER_TEXT_BYTES, Reminder, ReminderId};
 pub(crate) use summaries::insert_summary;
+pub use tool_calls::{NewToolCall, ToolCallId, ToolCallRecord, ToolOutcome};
 
 #[cfg(test)]
 mod tests {

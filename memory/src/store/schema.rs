@@ -9,7 +9,7 @@ use rusqlite::Connection;
 use crate::error::{Error, Result};
 
 /// The schema version this code writes.
-pub const SCHEMA_VERSION: i64 = 2;
+pub const SCHEMA_VERSION: i64 = 3;
 
 /// Version 1: conversations, messages, L2 summaries and KV snapshot records.
 const V1: &str = "
@@ -99,6 +99,56 @@ CREATE TABLE document_chunks (
 );
 ";
 
+/// Version 3: the local agent's tables — notes (full-text searchable like messages, CJK one
+/// character per token), reminders, the folders the user granted, and the audit log of every
+/// tool call.
+const V3: &str = "
+CREATE TABLE notes (
+    id              INTEGER PRIMARY KEY,
+    title           TEXT NOT NULL,
+    text            TEXT NOT NULL,
+    conversation_id TEXT,
+    created_at      INTEGER NOT NULL,
+    updated_at      INTEGER NOT NULL
+);
+
+CREATE VIRTUAL TABLE notes_index USING fts5 (
+    body,
+    note_id UNINDEXED,
+    tokenize = 'porter unicode61 remove_diacritics 2'
+);
+
+CREATE TABLE reminders (
+    id              INTEGER PRIMARY KEY,
+    text            TEXT NOT NULL,
+    due_at          INTEGER NOT NULL,
+    conversation_id TEXT,
+    created_at      INTEGER NOT NULL,
+    notified_at     INTEGER,
+    done_at         INTEGER
+);
+CREATE INDEX reminders_by_due ON reminders (due_at);
+
+CREATE TABLE folder_grants (
+    path      TEXT PRIMARY KEY,
+    mode      TEXT NOT NULL CHECK (mode IN ('read', 'write')),
+    added_at  INTEGER NOT NULL
+);
+
+CREATE TABLE tool_calls (
+    id              INTEGER PRIMARY KEY,
+    conversation_id TEXT,
+    tool            TEXT NOT NULL,
+    arguments       TEXT NOT NULL,
+    outcome         TEXT NOT NULL CHECK (outcome IN ('ok', 'error', 'denied')),
+    error_code      TEXT,
+    duration_ms     INTEGER NOT NULL,
+    created_at      INTEGER NOT NULL
+);
+CREATE INDEX tool_calls_by_time ON tool_calls (created_at, id);
+CREATE INDEX tool_calls_by_conversation ON tool_calls (conversation_id, created_at);
+";
+
 /// One upgrade step: SQL, then Rust for what SQL cannot do (filling a new index).
 struct Step {
     sql: &'static str,
@@ -113,6 +163,10 @@ const STEPS: [Step; SCHEMA_VERSION as usize] = [
     Step {
         sql: V2,
         after: Some(crate::search::reindex_all),
+    },
+    Step {
+        sql: V3,
+        after: None,
     },
 ];
 

@@ -1,0 +1,146 @@
+//! The toolbox: one call of one tool, start to end — find the tool, check its arguments
+//! against its schema, ask the user before a write (showing the exact arguments), run it
+//! inside the sandbox and the caps, and record the call in the audit log whatever happened.
+//! Logs carry the tool, the outcome, the error code and the time taken; never arguments, file
+//! contents or user text at the default level.
+
+use std::time::Instant;
+
+use serde_json::{Value, json};
+
+use crate::approval::{Approval, ApprovalAnswer, ApprovalRequest, RememberedApprovals};
+use crate::error::{Error, Result};
+use crate::host::{AuditEntry, CallOutcome, ConversationKey, FileSummarizer, ToolHost};
+use crate::limits::{Limits, TurnBudget};
+use crate::sandbox::Sandbox;
+use crate::tool::{Tool, ToolCall, ToolOutput, ToolProgress};
+
+/// What the tools work with. Built by the caller for as long as it needs (a turn, a command);
+/// what outlives it — the grants, the host, the remembered approvals — is borrowed.
+pub struct Toolbox<'a> {
+    pub sandbox: &'a Sandbox,
+    pub host: &'a dyn ToolHost,
+    /// `None` where no model is at hand: summarize_file then says so.
+    pub summarizer: Option<&'a dyn FileSummarizer>,
+    pub approval: &'a dyn Approval,
+    pub remembered: &'a RememberedApprovals,
+    pub limits: Limits,
+}
+
+/// One call's circumstances.
+pub struct CallContext<'c> {
+    pub conversation: ConversationKey,
+    /// Shared by every call of the turn; the caller resets it at each user message.
+    pub budget: &'c TurnBudget,
+    /// Progress of long tools (summarize_file).
+    pub progress: &'c mut dyn FnMut(ToolProgress),
+}
+
+impl Toolbox<'_> {
+    pub fn tools(&self) -> Vec<Tool> {
+        crate::tools::declarations(&self.limits)
+    }
+
+    pub fn tool(&self, name: &str) -> Option<Tool> {
+        self.tools().into_iter().find(|t| t.name == name)
+    }
+
+    /// Run `call`. Every outcome — done, failed, declined, even an unknown tool — is
+    /// recorded through the host's audit log before this returns.
+    pub fn call(&self, call: &ToolCall, cx: &mut CallContext<'_>) -> Result<ToolOutput> {
+        let started = Instant::now();
+        let started_at = now_ms();
+        let result = self.run(call, cx);
+        let (outcome, error_code) = match &result {
+            Ok(_) => (CallOutcome::Ok, None),
+            Err(e @ Error::Denied { .. }) => (CallOutcome::Denied, Some(e.code().to_string())),
+            Err(e) => (CallOutcome::Error, Some(e.code().to_string())),
+        };
+        let duration_ms = started.elapsed().as_millis() as u64;
+        tracing::info!(
+            tool = %call.name,
+            outcome = ?outcome,
+            code = error_code.as_deref().unwrap_or(""),
+            duration_ms,
+            "tool call"
+        );
+        tracing::trace!(tool = %call.name, arguments = %call.arguments, "tool call arguments");
+        let entry = AuditEntry {
+            conversation: cx.conversation.clone(),
+            tool: call.name.clone(),
+            arguments: call.arguments.clone(),
+            outcome,
+            error_code,
+            duration_ms,
+            started_at,
+        };
+        if let Err(e) = self.host.record_call(&entry) {
+            tracing::warn!(code = %e.code, "the tool call could not be recorded in the audit log");
+        }
+        result
+    }
+
+    fn run(&self, call: &ToolCall, cx: &mut CallContext<'_>) -> Result<ToolOutput> {
+        let tool = self
+            .tool(&call.name)
+            .ok_or_else(|| Error::UnknownTool(call.name.clone()))?;
+        crate::schema::validate(&tool.parameters, &call.arguments)
+            .map_err(|problem| Error::invalid(tool.name, problem))?;
+        if tool.writes {
+            self.approve(&tool, call, &cx.conversation)?;
+        }
+        crate::tools::run(self, tool.name, &call.arguments, cx)
+    }
+
+    /// Ask before a write, unless the user already said yes for this tool in this
+    /// conversation.
+    fn approve(&self, tool: &Tool, call: &ToolCall, conversation: &ConversationKey) -> Result<()> {
+        let action = crate::tools::describe_write(tool.name, &call.arguments)?;
+        if self.remembered.covers(conversation, tool.name) {
+            return Ok(());
+        }
+        let request = ApprovalRequest {
+            conversation,
+            tool: tool.name,
+            arguments: &call.arguments,
+            action,
+        };
+        match self.approval.ask(&request) {
+            ApprovalAnswer::Yes => Ok(()),
+            ApprovalAnswer::YesForConversation => {
+                self.remembered.remember(conversation, tool.name);
+                Ok(())
+            }
+            ApprovalAnswer::No => Err(Error::Denied {
+                tool: tool.name.to_string(),
+            }),
+        }
+    }
+}
+
+/// A failed call as the model (and a UI card) should see it: the error's sentence as plain
+/// text, and its code.
+pub fn error_output(tool: &str, error: &Error) -> ToolOutput {
+    ToolOutput::new(
+        format!("{tool} failed: {error}"),
+        json!({"error": {"code": error.code(), "message": error.to_string()}}),
+        false,
+    )
+}
+
+pub(crate) fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+/// Data for an output that lists things, with what was left out.
+pub(crate) fn with_notices(mut data: Value, notices: &[String]) -> Value {
+    if !notices.is_empty()
+        && let Some(map) = data.as_object_mut()
+    {
+        map.insert("notices".into(), json!(notices));
+    }
+    data
+}

@@ -1,0 +1,52 @@
+//! The agent's tools wired to Companion: [`StoreHost`] is the agent's `ToolHost` over the
+//! memory store (conversation search, notes, reminders, the audit log), [`JobSummarizer`]
+//! its `FileSummarizer` over the resumable document job, and [`sandbox_for`] builds the
+//! sandbox from the grants kept in the store (plus any given for this run), with Companion's
+//! own files marked private.
+
+mod host;
+mod summarize;
+
+use std::path::{Path, PathBuf};
+
+pub use host::StoreHost;
+pub use summarize::JobSummarizer;
+
+use agent::{GrantMode, GrantSpec, Sandbox};
+use memory::Store;
+
+/// Companion's own files for a database at `db`: the database, its WAL and shared-memory
+/// files, its snapshot folder, and the default data folder. Tools never list or read them.
+pub fn private_paths(db: &Path) -> Vec<PathBuf> {
+    let name = db
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "companion.db".into());
+    let mut paths: Vec<PathBuf> = ["", "-wal", "-shm", "-journal", ".snapshots"]
+        .iter()
+        .map(|suffix| db.with_file_name(format!("{name}{suffix}")))
+        .collect();
+    if let Some(data_dir) = memory::default_database_path().parent() {
+        paths.push(data_dir.to_path_buf());
+    }
+    paths
+}
+
+/// The grants the user keeps in the store, then `extra` (a command line's `--allow`), with
+/// the store's own files private.
+pub fn sandbox_for(store: &Store, extra: &[GrantSpec]) -> agent::Result<Sandbox> {
+    let mut specs: Vec<GrantSpec> = store
+        .folder_grants()
+        .map_err(host::host_error)?
+        .into_iter()
+        .map(|g| GrantSpec {
+            path: PathBuf::from(g.path),
+            mode: match g.mode {
+                memory::GrantMode::Read => GrantMode::ReadOnly,
+                memory::GrantMode::Write => GrantMode::MayWrite,
+            },
+        })
+        .collect();
+    specs.extend(extra.iter().cloned());
+    Sandbox::new(&specs, &private_paths(store.path()))
+}
