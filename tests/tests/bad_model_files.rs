@@ -80,22 +80,24 @@ fn directory_is_refused() {
 }
 
 fn write_tiny_gguf(path: &std::path::Path, arch: &str) {
+    write_gguf_with(path, arch, &[]);
+}
+
+/// A GGUF of one tensor and `general.architecture` plus `extra` metadata.
+fn write_gguf_with(path: &std::path::Path, arch: &str, extra: &[(&str, Value)]) {
     let t = Tensor::zeros((32,), candle_core::DType::F32, &Device::Cpu).unwrap();
     let q = QTensor::quantize(&t, GgmlDType::F32).unwrap();
     let arch_v = Value::String(arch.to_string());
+    let mut metadata = vec![("general.architecture", &arch_v)];
+    metadata.extend(extra.iter().map(|(k, v)| (*k, v)));
     let mut f = std::fs::File::create(path).unwrap();
-    gguf_file::write(
-        &mut f,
-        &[("general.architecture", &arch_v)],
-        &[("output_norm.weight", &q)],
-    )
-    .unwrap();
+    gguf_file::write(&mut f, &metadata, &[("blk.0.attn_norm.weight", &q)]).unwrap();
 }
 
 #[test]
 fn another_architecture_is_named_in_the_error() {
     let dir = tempfile::tempdir().unwrap();
-    for arch in ["llama", "gemma2", "gemma"] {
+    for arch in ["llama", "qwen2", "phi3"] {
         let path = dir.path().join(format!("{arch}.gguf"));
         write_tiny_gguf(&path, arch);
         let err = load(&path).err().unwrap();
@@ -104,15 +106,82 @@ fn another_architecture_is_named_in_the_error() {
             "{err:?}"
         );
         assert!(err.to_string().contains(&format!("`{arch}`")), "{err}");
+        assert!(err.to_string().contains("gemma, gemma2, gemma3 and gemma4"), "{err}");
     }
 }
 
 #[test]
-fn gemma3_with_missing_keys_is_refused_by_name() {
+fn a_gemma_of_any_generation_with_missing_keys_is_refused_by_name() {
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("bare.gguf");
-    write_tiny_gguf(&path, "gemma3");
-    let err = load(&path).err().unwrap();
-    assert_eq!(err.code(), "invalid_model");
-    assert!(err.to_string().contains("gemma3.embedding_length"), "{err}");
+    for arch in ["gemma", "gemma2", "gemma3", "gemma4"] {
+        let path = dir.path().join(format!("bare-{arch}.gguf"));
+        write_tiny_gguf(&path, arch);
+        let err = load(&path).err().unwrap();
+        assert_eq!(err.code(), "invalid_model");
+        assert!(
+            err.to_string().contains(&format!("`{arch}.block_count` is missing")),
+            "{err}"
+        );
+    }
+}
+
+/// Kinds of model Companion does not run are refused in one line that says which.
+#[test]
+fn unsupported_kinds_of_model_are_refused_in_one_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases: Vec<(&str, Vec<(&str, Value)>, &str)> = vec![
+        ("gemma4", vec![("gemma4.expert_count", Value::U32(128))], "mixture-of-experts"),
+        ("clip", vec![], "projector"),
+        ("gemma-embedding", vec![], "embedding model"),
+        ("gemma3n", vec![], "Gemma 3n"),
+    ];
+    for (arch, extra, want) in cases {
+        let path = dir.path().join(format!("{arch}.gguf"));
+        write_gguf_with(&path, arch, &extra);
+        let err = load(&path).err().unwrap();
+        assert_eq!(err.code(), "unsupported_model", "{err:?}");
+        let line = err.to_string();
+        assert!(line.contains(want) && !line.contains('\n'), "{line}");
+    }
+}
+
+/// A hostile header: what used to panic inside candle's reader (alignment 0) or loop on a
+/// huge count is a one-line refusal.
+#[test]
+fn hostile_header_values_are_refused_not_trusted() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases: Vec<(&str, Vec<(&str, Value)>, &str)> = vec![
+        ("alignment0", vec![("general.alignment", Value::U32(0))], "general.alignment"),
+        ("alignment5", vec![("general.alignment", Value::U32(5))], "general.alignment"),
+        (
+            "layers",
+            vec![("gemma3.block_count", Value::U64(1 << 60))],
+            "block_count is 1152921504606846976",
+        ),
+    ];
+    for (name, extra, want) in cases {
+        let path = dir.path().join(format!("{name}.gguf"));
+        write_gguf_with(&path, "gemma3", &extra);
+        let err = load(&path).err().unwrap();
+        assert_eq!(err.code(), "invalid_model", "{name}: {err:?}");
+        assert!(err.to_string().contains(want), "{name}: {err}");
+    }
+}
+
+/// Our bounded header parser reads the real model exactly as candle's reader does.
+#[test]
+fn the_bounded_parser_reads_the_real_header_as_candle_does() {
+    let bytes = std::fs::read(model_path()).unwrap();
+    let ours = engine::gguf::reader::read(&bytes).unwrap();
+    let theirs = gguf_file::Content::read(&mut std::io::Cursor::new(&bytes)).unwrap();
+    assert_eq!(ours.tensor_data_offset, theirs.tensor_data_offset);
+    assert_eq!(ours.tensor_infos.len(), theirs.tensor_infos.len());
+    for (name, t) in &theirs.tensor_infos {
+        let o = &ours.tensor_infos[name];
+        assert_eq!((o.ggml_dtype, o.shape.dims(), o.offset), (t.ggml_dtype, t.shape.dims(), t.offset), "{name}");
+    }
+    assert_eq!(ours.metadata.len(), theirs.metadata.len());
+    for (key, v) in &theirs.metadata {
+        assert_eq!(format!("{:?}", ours.metadata[key]), format!("{v:?}"), "{key}");
+    }
 }

@@ -1,6 +1,7 @@
-//! Opening a GGUF file: header and metadata through candle's `gguf_file`, with the checks a
-//! user's file needs before we trust it — present, not truncated, a supported architecture,
-//! every required key and tensor there with the shape the config implies.
+//! Opening a GGUF file: the header through our bounded parser (`reader`, into candle's
+//! `gguf_file::Content`), with the checks a user's file needs before we trust it — present,
+//! not truncated, a supported architecture, every required key and tensor there with the
+//! shape the description implies.
 //!
 //! Follows llama.cpp's loader (`llama-model-loader.cpp`): metadata is read first, the
 //! architecture decides which keys are required, and tensor data must lie inside the file.
@@ -8,6 +9,7 @@
 mod file_type;
 pub mod keys;
 mod mapped;
+pub mod reader;
 
 use std::fs::File;
 use std::io::Cursor;
@@ -84,11 +86,10 @@ impl ModelFile {
         if &map[..4] != b"GGUF" {
             return Err(bad_magic());
         }
-        let content =
-            Content::read(&mut Cursor::new(&map[..])).map_err(|e| Error::InvalidModel {
-                path: path.clone(),
-                reason: format!("the header is damaged or truncated ({e})"),
-            })?;
+        let content = reader::read(&map[..]).map_err(|e| Error::InvalidModel {
+            path: path.clone(),
+            reason: format!("the header is damaged or truncated: {e}"),
+        })?;
         let arch = ModelArch::from_gguf(
             &Meta {
                 path: &path,
