@@ -229,10 +229,12 @@ fn a_symlink_swapped_back_and_forth_never_leads_outside() {
                 read += 1;
             }
             Err(e) => {
+                // which refusal depends on where the swap caught the call (a busy machine
+                // catches it in the type check too); that nothing outside is read is the point
                 assert!(
                     matches!(
                         e.code(),
-                        "outside_grants" | "changed_while_opening" | "not_found"
+                        "outside_grants" | "changed_while_opening" | "not_found" | "not_text"
                     ),
                     "{e}"
                 );

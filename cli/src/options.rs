@@ -55,12 +55,17 @@ impl ModelOptions {
 
     /// Set threads, then load the model on the engine thread.
     pub fn spawn(&self) -> Result<EngineHandle> {
+        self.spawn_with(self.engine_config())
+    }
+
+    /// [`Self::spawn`] with a configuration the caller adjusted.
+    pub fn spawn_with(&self, config: EngineConfig) -> Result<EngineHandle> {
         engine::device::set_threads(
             self.threads
                 .map(|t| t as usize)
                 .unwrap_or_else(engine::device::physical_cores),
         );
-        let handle = EngineHandle::spawn(self.engine_config())?;
+        let handle = EngineHandle::spawn(config)?;
         if let Some(notice) = handle.device_notice() {
             eprintln!("notice: {notice}");
         }

@@ -101,13 +101,21 @@ fn greedy_generation_follows_llamacpp_until_its_first_near_tie() {
                 &mut |_| {},
             )
             .expect("generation works");
-        let n = must_match.min(out.ids.len());
+        // every token up to the first near-tie (or the token limit) must be there and match:
+        // an early stop is a failure, not a shorter comparison
+        let n = must_match.min(params.max_tokens);
+        assert!(
+            out.ids.len() >= n,
+            "greedy output stopped after {} tokens ({:?}) where llama.cpp's went on to step {n} for {:?}",
+            out.ids.len(),
+            out.stop_reason,
+            case.prompt
+        );
         assert_eq!(
             &out.ids[..n],
             &case.ids[..n],
             "greedy output parted from llama.cpp's before its first near-tie (step {must_match}) for {:?}",
             case.prompt
         );
-        assert!(out.ids.len() >= n);
     }
 }

@@ -31,6 +31,10 @@ pub struct Args {
     /// Repetitions of each measurement; the median is reported
     #[arg(long, default_value_t = 3, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=100))]
     reps: u32,
+    /// Also measure thermal pacing: the decode rate under a simulated `fair` and `serious`
+    /// state against its cap, and how soon full speed returns (about 10 s more)
+    #[arg(long)]
+    pacing: bool,
     #[command(flatten)]
     model: ModelOptions,
 }
@@ -50,8 +54,16 @@ pub fn run(args: Args) -> Result<()> {
     if args.prefill_tokens < 2 || args.decode_tokens < 1 {
         bail!("--prefill-tokens must be at least 2 and --decode-tokens at least 1");
     }
+    let pacing_file = args
+        .pacing
+        .then(crate::commands::bench_pacing::PacingFile::new)
+        .transpose()?;
+    let mut config = args.model.engine_config();
+    if let Some(file) = &pacing_file {
+        config.thermal = crate::commands::bench_pacing::thermal_config(file, config.thermal);
+    }
     let t0 = Instant::now();
-    let engine = args.model.spawn()?;
+    let engine = args.model.spawn_with(config)?;
     let load_seconds = t0.elapsed().as_secs_f64();
     let info = engine.info().clone();
     if args.prefill_tokens + 1 > info.context || args.decode_tokens + 16 > info.context {
@@ -98,6 +110,14 @@ pub fn run(args: Args) -> Result<()> {
     }))?;
 
     let typing = typing_scenario(&engine, reps)?;
+    let pacing = match &pacing_file {
+        Some(file) => Some(crate::commands::bench_pacing::measure(
+            &engine,
+            file,
+            start.clone(),
+        )?),
+        None => None,
+    };
     let peak_rss = crate::commands::peak_rss_bytes();
 
     let out = json!({
@@ -114,6 +134,7 @@ pub fn run(args: Args) -> Result<()> {
         "peakRssBytes": peak_rss,
         "kvBytesPerToken": info.kv_bytes_per_token,
         "typing": typing.to_json(),
+        "pacing": pacing,
     });
     let mut stdout = std::io::stdout().lock();
     if args.json {
@@ -153,6 +174,9 @@ pub fn run(args: Args) -> Result<()> {
         info.kv_bytes_per_token
     )?;
     typing.print(&mut stdout)?;
+    if let Some(p) = &pacing {
+        crate::commands::bench_pacing::print(&mut stdout, p)?;
+    }
     Ok(())
 }
 

@@ -1,4 +1,5 @@
 pub mod bench;
+pub mod bench_pacing;
 pub mod chat;
 pub mod conversations;
 pub mod doctor;
