@@ -132,29 +132,7 @@ impl ModelFile {
     /// A file cut short (an interrupted download) has a valid header but tensor data past its
     /// end; catch that here with the byte counts rather than as an EOF deep in loading.
     fn check_tensor_data_in_bounds(&self) -> Result<()> {
-        let mut needed = self.content.tensor_data_offset;
-        for (name, info) in &self.content.tensor_infos {
-            let bytes = tensor_byte_len(info).ok_or_else(|| {
-                self.invalid(format!(
-                    "tensor `{name}` has a shape of {:?} that is not whole blocks of its type or is too large",
-                    info.shape.dims()
-                ))
-            })?;
-            let end = self
-                .content
-                .tensor_data_offset
-                .checked_add(info.offset)
-                .and_then(|start| start.checked_add(bytes))
-                .ok_or_else(|| self.invalid(format!("tensor `{name}` lies past any file size")))?;
-            needed = needed.max(end);
-        }
-        if needed > self.file_size {
-            return Err(self.invalid(format!(
-                "the file is truncated: its tensors need {needed} bytes but it has {} (re-download it)",
-                self.file_size
-            )));
-        }
-        Ok(())
+        check_tensor_bounds(&self.path, &self.content, self.file_size)
     }
 
     fn invalid(&self, reason: String) -> Error {
@@ -242,6 +220,54 @@ impl ModelFile {
     pub fn tensor_dims(&self, name: &str) -> Option<&[usize]> {
         self.content.tensor_infos.get(name).map(|i| i.shape.dims())
     }
+}
+
+/// Every tensor's data must be whole blocks of its type and lie inside the file.
+fn check_tensor_bounds(path: &Path, content: &Content, file_size: u64) -> Result<()> {
+    let invalid = |reason: String| Error::InvalidModel {
+        path: path.to_path_buf(),
+        reason,
+    };
+    let mut needed = content.tensor_data_offset;
+    for (name, info) in &content.tensor_infos {
+        let bytes = tensor_byte_len(info).ok_or_else(|| {
+            invalid(format!(
+                "tensor `{name}` has a shape of {:?} that is not whole blocks of its type or is too large",
+                info.shape.dims()
+            ))
+        })?;
+        let end = content
+            .tensor_data_offset
+            .checked_add(info.offset)
+            .and_then(|start| start.checked_add(bytes))
+            .ok_or_else(|| invalid(format!("tensor `{name}` lies past any file size")))?;
+        needed = needed.max(end);
+    }
+    if needed > file_size {
+        return Err(invalid(format!(
+            "the file is truncated: its tensors need {needed} bytes but it has {file_size} (re-download it)"
+        )));
+    }
+    Ok(())
+}
+
+/// The checks opening a model file runs on its header — the bounded parser, the architecture
+/// description, the tensors' bounds — on bytes in memory (the fuzzer's entry point).
+pub fn check_header(bytes: &[u8]) -> Result<ModelArch> {
+    let path = Path::new("<memory>");
+    let content = reader::read(bytes).map_err(|e| Error::InvalidModel {
+        path: path.to_path_buf(),
+        reason: format!("the header is damaged or truncated: {e}"),
+    })?;
+    let arch = ModelArch::from_gguf(
+        &Meta {
+            path,
+            metadata: &content.metadata,
+        },
+        &|name| content.tensor_infos.contains_key(name),
+    )?;
+    check_tensor_bounds(path, &content, bytes.len() as u64)?;
+    Ok(arch)
 }
 
 /// Bytes of a tensor's data, or `None` when its element count is not whole blocks of its type

@@ -9,7 +9,6 @@
 //! The actor also owns the thermal governor: every generation is paced by it (see
 //! [`crate::thermal`]) and tells its caller, in its own event stream, what it did.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender};
@@ -17,12 +16,13 @@ use std::thread::JoinHandle;
 
 use serde::{Deserialize, Serialize};
 
+mod actor;
+
 use crate::draft::DraftSlot;
 use crate::engine::{Engine, EngineConfig, ModelInfo, ScoredPosition};
 use crate::error::{Error, Result};
 use crate::generate::{GenerateParams, Generation};
-use crate::session::Session;
-use crate::thermal::{Pacer, StepBaseline, ThermalGovernor, ThermalNotice, ThermalState};
+use crate::thermal::{ThermalGovernor, ThermalNotice, ThermalState};
 use crate::tokenizer::{ChatMessage, GemmaTokenizer};
 
 /// What to generate from.
@@ -82,7 +82,7 @@ impl std::fmt::Display for SessionId {
     }
 }
 
-enum Request {
+pub(crate) enum Request {
     Generate {
         session: SessionId,
         prompt: Prompt,
@@ -117,6 +117,9 @@ enum Request {
     CloseSession {
         id: SessionId,
     },
+    /// Make the engine thread panic (tests of the recovery); the error goes to `events`.
+    #[cfg(feature = "test-hooks")]
+    Panic { events: Sender<Event> },
 }
 
 /// A session of its own for work beside the conversation (a summary, a document job, an API
@@ -148,6 +151,8 @@ pub struct EngineHandle {
     drafts: Arc<DraftSlot>,
     thermal: Arc<ThermalGovernor>,
     next_session: Arc<AtomicU64>,
+    /// Times the engine thread caught a panic and reloaded the model.
+    restarts: Arc<AtomicU64>,
     _thread: Arc<ThreadGuard>,
 }
 
@@ -214,6 +219,10 @@ impl EngineHandle {
             config.thermal.clone(),
         ));
         let engine_thermal = thermal.clone();
+        let restarts = Arc::new(AtomicU64::new(0));
+        let engine_restarts = restarts.clone();
+        let actor_config = config.clone();
+        actor::install_panic_backtraces();
         let thread = std::thread::Builder::new()
             .name("companion-engine".into())
             .spawn(move || {
@@ -236,7 +245,13 @@ impl EngineHandle {
                     engine.info().clone(),
                     engine.device_notice().map(str::to_string),
                 )));
-                run(engine, session, rx, &engine_drafts, &engine_thermal);
+                actor::run(
+                    actor::Actor::new(actor_config, engine, session),
+                    rx,
+                    &engine_drafts,
+                    &engine_thermal,
+                    &engine_restarts,
+                );
             })
             .map_err(|e| Error::InvalidArgument(format!("cannot start the engine thread: {e}")))?;
         let (tokenizer, info, notice) = ready_rx.recv().map_err(|_| Error::EngineStopped)??;
@@ -248,6 +263,7 @@ impl EngineHandle {
             drafts,
             thermal,
             next_session: Arc::new(AtomicU64::new(1)),
+            restarts,
             _thread: Arc::new(ThreadGuard(Some(thread))),
         })
     }
@@ -426,6 +442,25 @@ impl EngineHandle {
 }
 
 impl EngineHandle {
+    /// How many times the engine thread has caught a panic and reloaded the model.
+    pub fn restarts(&self) -> u64 {
+        self.restarts.load(Ordering::Relaxed)
+    }
+
+    /// Make the engine thread panic while handling a request, as a bug in a kernel would; the
+    /// returned events carry the error that request gets. For tests of the recovery only.
+    #[cfg(feature = "test-hooks")]
+    pub fn panic_for_tests(&self) -> Result<GenerationHandle> {
+        let (events_tx, events) = mpsc::channel();
+        self.tx
+            .send(Request::Panic { events: events_tx })
+            .map_err(|_| Error::EngineStopped)?;
+        Ok(GenerationHandle {
+            events,
+            cancel: Arc::new(AtomicBool::new(false)),
+        })
+    }
+
     /// The model file's sha256 as lowercase hex: what KV snapshots are tied to. Read once on
     /// the engine thread (about half a second for the default model), then remembered.
     pub fn model_sha256(&self) -> Result<String> {
@@ -435,123 +470,5 @@ impl EngineHandle {
             .map_err(|_| Error::EngineStopped)?;
         let sha = rx.recv().map_err(|_| Error::EngineStopped)??;
         Ok(sha.iter().map(|b| format!("{b:02x}")).collect())
-    }
-}
-
-fn run(
-    engine: Engine,
-    main: Session,
-    rx: Receiver<Request>,
-    drafts: &DraftSlot,
-    thermal: &ThermalGovernor,
-) {
-    // the unthrottled decode rate, measured across generations
-    let mut baseline = StepBaseline::default();
-    let mut sessions: HashMap<SessionId, Session> = HashMap::new();
-    sessions.insert(SessionId::MAIN, main);
-    for request in rx.iter() {
-        match request {
-            Request::Generate {
-                session,
-                prompt,
-                params,
-                events,
-                cancel,
-            } => {
-                let _span = tracing::debug_span!("generate", %session).entered();
-                let Some(session) = sessions.get_mut(&session) else {
-                    let _ = events.send(Event::Error {
-                        code: "invalid_argument".into(),
-                        message: format!("{session} is not open"),
-                    });
-                    continue;
-                };
-                let result = prompt.to_ids(engine.tokenizer()).and_then(|ids| {
-                    let _ = events.send(Event::Started {
-                        prompt_tokens: ids.len(),
-                    });
-                    let notices = events.clone();
-                    let mut pacer = Pacer::new(thermal, &mut baseline, move |n| {
-                        tracing::info!(state = %n.state, "{}", n.message);
-                        let _ = notices.send(Event::Thermal(n));
-                    });
-                    engine.generate_paced(
-                        session,
-                        &ids,
-                        &params,
-                        &cancel,
-                        Some(&mut pacer),
-                        &mut |t| {
-                            let _ = events.send(Event::Text(t.to_string()));
-                        },
-                    )
-                });
-                let _ = events.send(match result {
-                    Ok(g) => Event::Done(g),
-                    Err(e) => Event::Error {
-                        code: e.code().to_string(),
-                        message: e.to_string(),
-                    },
-                });
-            }
-            Request::Score { ids, reply } => {
-                let _ = reply.send(engine.score(&ids));
-            }
-            Request::OpenSession { id, reply } => {
-                let _ = reply.send(engine.new_session().map(|s| {
-                    sessions.insert(id, s);
-                }));
-            }
-            Request::CloseSession { id } => {
-                if id != SessionId::MAIN {
-                    sessions.remove(&id);
-                }
-            }
-            Request::ModelSha256 { reply } => {
-                let _ = reply.send(engine.model_sha256());
-            }
-            other => {
-                let Some(main) = sessions.get_mut(&SessionId::MAIN) else {
-                    continue;
-                };
-                on_main(&engine, main, other, drafts);
-            }
-        }
-    }
-}
-
-/// Requests that always concern the open conversation's session.
-fn on_main(engine: &Engine, session: &mut Session, request: Request, drafts: &DraftSlot) {
-    match request {
-        Request::ResetSession => session.clear(),
-        Request::Draft => prefill_drafts(engine, session, drafts),
-        Request::SessionTokens { reply } => {
-            let _ = reply.send(session.tokens().to_vec());
-        }
-        Request::Snapshot { reply } => {
-            let _ = reply.send(engine.snapshot(session));
-        }
-        Request::Restore { bytes, reply } => {
-            let _ = reply.send(engine.restore(session, &bytes));
-        }
-        _ => {}
-    }
-}
-
-/// Prefill the latest draft; when a newer one supersedes it, go straight on with that one.
-fn prefill_drafts(engine: &Engine, session: &mut Session, drafts: &DraftSlot) {
-    while let Some(draft) = drafts.take() {
-        let _span = tracing::debug_span!("draft", generation = draft.generation).entered();
-        let stale = || drafts.is_stale(draft.generation);
-        let chunk = if draft.full_chunks {
-            engine.session_config().prefill_chunk
-        } else {
-            engine.draft_chunk()
-        };
-        match engine.prefill_draft_in_chunks(session, &draft.history, &draft.text, chunk, &stale) {
-            Ok(outcome) => tracing::debug!(?outcome, "draft prefilled"),
-            // Nobody waits on a draft: the send that follows reports any real problem.
-            Err(e) => tracing::warn!(error = %e, "draft prefill failed"),
-        }
     }
 }
