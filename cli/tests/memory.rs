@@ -1,6 +1,8 @@
 //! The memory guard's estimate against what the process really uses: peak RSS (`VmHWM`, as
 //! `generate --json` reports it) of `companion generate` with its context filled by the
-//! prompt, at 512, 2048 and 8192 tokens, must be within 15% of `companion doctor`'s estimate.
+//! prompt, at 512, 2048 and 8192 tokens. A guard that estimates low lets a phone run out of
+//! memory, so the estimate must never be below the peak, and at most 5% above it (it is 1-2%
+//! above today).
 //! Filling 8192 tokens is a long prefill: this file takes about a minute on two cores.
 
 use std::process::Command;
@@ -19,7 +21,7 @@ fn json(args: &[&str]) -> serde_json::Value {
 
 #[cfg(target_os = "linux")]
 #[test]
-fn the_estimate_is_within_15_percent_of_peak_rss_with_the_context_full() {
+fn the_estimate_is_at_or_a_little_above_peak_rss_with_the_context_full() {
     for context in [512usize, 2048, 8192] {
         let c = context.to_string();
         let doctor = json(&["doctor", "--json", "--context", &c]);
@@ -52,8 +54,8 @@ fn the_estimate_is_within_15_percent_of_peak_rss_with_the_context_full() {
             peak as f64 / 1e6
         );
         assert!(
-            (ratio - 1.0).abs() <= 0.15,
-            "context {context}: estimate/peak = {ratio:.3}"
+            (1.0..=1.05).contains(&ratio),
+            "context {context}: estimate/peak = {ratio:.3} (must be 1.00 to 1.05)"
         );
     }
 }
