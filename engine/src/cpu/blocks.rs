@@ -225,6 +225,7 @@ impl BlockMatrix {
         let k = self.k;
         let nb = k / QK;
         let row_bytes = self.row_bytes();
+        debug_assert_eq!(dst.len(), rows * n);
         let mut group = OffsetGroup {
             values: vec![0u8; GROUP_ROWS * k],
             scales: vec![0f32; GROUP_ROWS * nb],
@@ -234,33 +235,7 @@ impl BlockMatrix {
             let g1 = (g0 + GROUP_ROWS).min(n);
             let width = g1 - g0;
             group.unpack(&self.data[g0 * row_bytes..g1 * row_bytes], kernels);
-            let mut store = |j0: usize, i: usize, acc: &[f32], rm: usize, rn: usize| {
-                for r in 0..rm {
-                    for c in 0..rn {
-                        dst[(i + c) * n + g0 + j0 + r] = acc[r * rn + c];
-                    }
-                }
-            };
-            let mut i = 0;
-            while i + OFFSET_TILE_N <= rows {
-                let mut j = 0;
-                while j + OFFSET_TILE_M <= width {
-                    let acc = (kernels.tile_2x4)(&group, j, q, sums, i0 + i);
-                    store(j, i, acc.as_flattened(), OFFSET_TILE_M, OFFSET_TILE_N);
-                    j += OFFSET_TILE_M;
-                }
-                for j in j..width {
-                    let acc = (kernels.tile_1x4)(&group, j, q, sums, i0 + i);
-                    store(j, i, acc.as_flattened(), 1, OFFSET_TILE_N);
-                }
-                i += OFFSET_TILE_N;
-            }
-            for i in i..rows {
-                for j in 0..width {
-                    let acc = (kernels.tile_1x1)(&group, j, q, sums, i0 + i);
-                    store(j, i, acc.as_flattened(), 1, 1);
-                }
-            }
+            (kernels.group)(&group, width, q, sums, i0, rows, dst, g0);
         }
     }
 
@@ -360,9 +335,6 @@ const PROMPT_SPLIT_ROWS: usize = 64;
 /// Weight rows a prompt task keeps hot while its activation tiles pass over them.
 const GROUP_ROWS: usize = 128;
 pub(crate) const TILE_N: usize = 4;
-/// The offset-form Q5_0 prompt tile (`fill_prompt_q5_0`): weight rows × activation rows.
-pub(crate) const OFFSET_TILE_M: usize = 2;
-pub(crate) const OFFSET_TILE_N: usize = 4;
 /// One activation row (decode): 4 weight rows per tile — four independent accumulator chains,
 /// and each activation block loaded once for four rows.
 pub(crate) const ROWS_1: usize = 4;
@@ -503,6 +475,36 @@ mod tests {
                             table.isa
                         );
                     }
+                }
+            }
+        }
+    }
+
+    /// The x86 tables agree bit for bit: a prompt (offset tiles, their edges, both formats)
+    /// gives the AVX2 table's results on every wider table this CPU runs.
+    #[test]
+    fn wider_x86_tables_equal_avx2_bit_for_bit() {
+        let tables: Vec<_> = crate::cpu::tables()
+            .into_iter()
+            .filter(|t| t.isa >= crate::cpu::Isa::Avx2)
+            .collect();
+        let Some(avx2) = tables.first() else {
+            return; // not an x86 CPU with AVX2: nothing to compare
+        };
+        let (n, k) = (GROUP_ROWS + 7, 320);
+        let w8: Vec<f32> = activations(n, k).iter().map(|v| v * 0.3).collect();
+        for (format, data) in [
+            (BlockFormat::Q5_0, random_q5_0(n * k / QK, 13)),
+            (BlockFormat::Q8_0, quantize_q8_0_weights(&w8)),
+        ] {
+            let w = BlockMatrix::new(format, data, n, k).unwrap();
+            for m in [64, 70, 77, 3] {
+                let x = activations(m, k);
+                let want = BlockMatrix::matmul_many_on(avx2, &[&w], &x, m).pop().unwrap();
+                for table in &tables {
+                    let got = BlockMatrix::matmul_many_on(table, &[&w], &x, m).pop().unwrap();
+                    let same = got.iter().zip(&want).all(|(a, b)| a.to_bits() == b.to_bits());
+                    assert!(same, "{format:?} m {m}: {} differs from avx2", table.isa);
                 }
             }
         }

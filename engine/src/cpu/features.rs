@@ -16,6 +16,8 @@ pub enum Isa {
     Portable,
     /// x86-64 with AVX2, FMA and F16C (ggml's `__AVX2__` paths).
     Avx2,
+    /// AVX2 plus AVX-512 F, BW, VL and VNNI (`vpdpbusd`).
+    Avx512,
 }
 
 impl Isa {
@@ -23,6 +25,7 @@ impl Isa {
         match self {
             Isa::Portable => "portable",
             Isa::Avx2 => "avx2",
+            Isa::Avx512 => "avx512",
         }
     }
 
@@ -30,6 +33,7 @@ impl Isa {
         match name.trim().to_ascii_lowercase().as_str() {
             "portable" | "scalar" | "none" => Some(Isa::Portable),
             "avx2" => Some(Isa::Avx2),
+            "avx512" | "avx512vnni" => Some(Isa::Avx512),
             _ => None,
         }
     }
@@ -51,6 +55,13 @@ pub fn available() -> Vec<Isa> {
             && std::arch::is_x86_feature_detected!("f16c")
         {
             sets.push(Isa::Avx2);
+            if std::arch::is_x86_feature_detected!("avx512f")
+                && std::arch::is_x86_feature_detected!("avx512bw")
+                && std::arch::is_x86_feature_detected!("avx512vl")
+                && std::arch::is_x86_feature_detected!("avx512vnni")
+            {
+                sets.push(Isa::Avx512);
+            }
         }
     }
     sets

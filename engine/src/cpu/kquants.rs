@@ -403,6 +403,32 @@ mod tests {
         }
     }
 
+    /// The x86 tables agree bit for bit (prompt tiles, tails and leftover rows, both formats).
+    #[test]
+    fn wider_x86_tables_equal_avx2_bit_for_bit() {
+        let tables: Vec<_> = crate::cpu::tables()
+            .into_iter()
+            .filter(|t| t.isa >= crate::cpu::Isa::Avx2)
+            .collect();
+        let Some(avx2) = tables.first() else {
+            return; // not an x86 CPU with AVX2: nothing to compare
+        };
+        let (n, k) = (21, 768);
+        for format in [KFormat::Q4K, KFormat::Q6K] {
+            let w = KMatrix::new(format, random_blocks(format, n * k / QK_K, 17), n, k).unwrap();
+            for m in [1, 3, 4, 5, 8, 9, 13, 16] {
+                let mut x = activations(m, k);
+                x[..QK_K].fill(0.0); // an all-zero activation block (d = 0)
+                let want = w.matmul_on(avx2, &x, m);
+                for table in &tables {
+                    let got = w.matmul_on(table, &x, m);
+                    let same = got.iter().zip(&want).all(|(a, b)| a.to_bits() == b.to_bits());
+                    assert!(same, "{format:?} m {m}: {} differs from avx2", table.isa);
+                }
+            }
+        }
+    }
+
     /// `matmul_q` (tiles) against the one-row kernel, bit for bit, for activation rows 1..=9:
     /// decode, prompt tiles with and without the tail tile and leftover rows.
     fn assert_tiles_exact(format: KFormat, n: usize, k: usize, seed: u64) {

@@ -7,7 +7,7 @@
 //!   work schedules — how a matmul, an attention or a row-wise op is split into tasks and
 //!   tiles — calling the inner loops through the kernel table;
 //! - [`Kernels`]: the table of inner loops, one per instruction set: [`portable`] (every CPU)
-//!   and `x86::avx2`; built once, for the widest set [`features`] detects at run time (or a
+//!   and `x86::avx2`, `x86::avx512`; built once, for the widest set [`features`] detects at run time (or a
 //!   narrower one `COMPANION_CPU_KERNELS` asks for);
 //! - [`scratch`]: the reused activation buffers of the forward pass.
 //!
@@ -47,14 +47,18 @@ pub(crate) type KDot = fn(&[u8], Q8KRow<'_>) -> f32;
 /// As [`BlockTile`] for K-quants.
 pub(crate) type KTile<const RM: usize, const RN: usize> =
     fn([&[u8]; RM], &Q8KRows, usize, &mut [[f32; RN]; RM]);
-/// Rows `j..j + RM` of a Q5_0 group in offset form × activation rows `i..i + RN`.
-pub(crate) type OffsetTile<const RM: usize, const RN: usize> = fn(
-    &blocks::OffsetGroup,
-    usize,
-    &Q8Rows,
-    &blocks::LaneSums,
-    usize,
-) -> [[f32; RN]; RM];
+/// A Q5_0 group in offset form (`width` weight rows) × activation rows `i0..i0 + rows`, into
+/// `dst[i * n + g0 + j]` (`n` = `dst.len() / rows`): each table tiles it its own way.
+pub(crate) type OffsetGroupFn = fn(
+    group: &blocks::OffsetGroup,
+    width: usize,
+    q: &Q8Rows,
+    sums: &blocks::LaneSums,
+    i0: usize,
+    rows: usize,
+    dst: &mut [f32],
+    g0: usize,
+);
 
 /// Kernels of one 32-value block format.
 pub(crate) struct BlockKernels {
@@ -71,9 +75,7 @@ pub(crate) struct OffsetKernels {
     pub unpack: fn(&[u8], &mut [u8]),
     /// An activation block's 8 lanes of `16 · Σ y`.
     pub lane_sums: fn(&[i8], &mut [i32]),
-    pub tile_2x4: OffsetTile<{ blocks::OFFSET_TILE_M }, { blocks::OFFSET_TILE_N }>,
-    pub tile_1x4: OffsetTile<1, { blocks::OFFSET_TILE_N }>,
-    pub tile_1x1: OffsetTile<1, 1>,
+    pub group: OffsetGroupFn,
 }
 
 /// Kernels of one K-quant format.
@@ -131,12 +133,16 @@ pub fn table(isa: Isa) -> &'static Kernels {
     static PORTABLE: OnceLock<Kernels> = OnceLock::new();
     #[cfg(target_arch = "x86_64")]
     static AVX2: OnceLock<Kernels> = OnceLock::new();
+    #[cfg(target_arch = "x86_64")]
+    static AVX512: OnceLock<Kernels> = OnceLock::new();
     match isa {
         Isa::Portable => PORTABLE.get_or_init(portable::kernels),
         #[cfg(target_arch = "x86_64")]
         Isa::Avx2 => AVX2.get_or_init(x86::avx2::kernels),
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx512 => AVX512.get_or_init(x86::avx512::kernels),
         #[cfg(not(target_arch = "x86_64"))]
-        Isa::Avx2 => unreachable!("AVX2 is never detected off x86-64"),
+        Isa::Avx2 | Isa::Avx512 => unreachable!("x86 sets are never detected off x86-64"),
     }
 }
 

@@ -2,6 +2,7 @@
 //! (`cpu::Kernels`) with its inner loops, and the helpers they share.
 
 pub mod avx2;
+pub mod avx512;
 
 use std::arch::x86_64::*;
 

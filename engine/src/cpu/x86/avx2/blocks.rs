@@ -92,6 +92,58 @@ pub(crate) unsafe fn lane_sums(y: &[i8], out: &mut [i32]) {
     }
 }
 
+/// The offset-form Q5_0 prompt tile: weight rows × activation rows.
+pub(crate) const OFFSET_TILE_M: usize = 2;
+pub(crate) const OFFSET_TILE_N: usize = 4;
+
+/// A whole offset group × activation rows `i0..i0 + rows` in `OFFSET_TILE_M` × `OFFSET_TILE_N`
+/// tiles, the edges in 1 × 4 and 1 × 1 (see `cpu::OffsetGroupFn`).
+#[target_feature(enable = "avx2,fma,f16c")]
+#[allow(clippy::too_many_arguments)] // the table's signature
+pub(crate) unsafe fn offset_group(
+    group: &OffsetGroup,
+    width: usize,
+    q: &Q8Rows,
+    sums: &LaneSums,
+    i0: usize,
+    rows: usize,
+    dst: &mut [f32],
+    g0: usize,
+) {
+    let n = dst.len() / rows.max(1);
+    let mut store = |j0: usize, i: usize, acc: &[f32], rm: usize, rn: usize| {
+        for r in 0..rm {
+            for c in 0..rn {
+                dst[(i + c) * n + g0 + j0 + r] = acc[r * rn + c];
+            }
+        }
+    };
+    let mut i = 0;
+    while i + OFFSET_TILE_N <= rows {
+        let mut j = 0;
+        while j + OFFSET_TILE_M <= width {
+            // SAFETY: the caller's table was built where AVX2/FMA/F16C were detected.
+            let acc =
+                unsafe { offset_tile::<OFFSET_TILE_M, OFFSET_TILE_N>(group, j, q, sums, i0 + i) };
+            store(j, i, acc.as_flattened(), OFFSET_TILE_M, OFFSET_TILE_N);
+            j += OFFSET_TILE_M;
+        }
+        for j in j..width {
+            // SAFETY: as above.
+            let acc = unsafe { offset_tile::<1, OFFSET_TILE_N>(group, j, q, sums, i0 + i) };
+            store(j, i, acc.as_flattened(), 1, OFFSET_TILE_N);
+        }
+        i += OFFSET_TILE_N;
+    }
+    for i in i..rows {
+        for j in 0..width {
+            // SAFETY: as above.
+            let acc = unsafe { offset_tile::<1, 1>(group, j, q, sums, i0 + i) };
+            store(j, i, acc.as_flattened(), 1, 1);
+        }
+    }
+}
+
 /// Rows `j..j + RM` of an offset group times activation rows `i0..i0 + RN`: per block,
 /// `maddubs(v, y)`, pairs summed to i32 lanes, the lane sums of `y` subtracted — the
 /// same lane integers as `mul_sum_i8_pairs_float` gives for `x = v - 16` — then the same

@@ -14,7 +14,7 @@ use std::arch::x86_64::*;
 /// ggml `get_scale_shuffle_k4(i)`: bytes `2i, 2i+1` repeated, broadcasting i16 lane `i`.
 #[inline]
 #[target_feature(enable = "avx2,fma")]
-fn scale_shuffle_k4(i: usize) -> __m256i {
+pub(crate) fn scale_shuffle_k4(i: usize) -> __m256i {
     _mm256_set1_epi16((((2 * i + 1) << 8) | (2 * i)) as i16)
 }
 
@@ -199,7 +199,7 @@ pub(crate) fn vec_dot_q6_k_q8_k(w: &[u8], y: Q8KRow<'_>) -> f32 {
 /// register, so the conversion waits on nothing else.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-fn f16_pair(bits: u32) -> __m128 {
+pub(crate) fn f16_pair(bits: u32) -> __m128 {
     _mm_cvtph_ps(_mm_cvtsi32_si128(bits as i32))
 }
 
@@ -209,13 +209,13 @@ fn f16_pair(bits: u32) -> __m128 {
 /// previous block's FMA.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-fn f16_splat(bits: u16) -> __m256 {
+pub(crate) fn f16_splat(bits: u16) -> __m256 {
     _mm256_cvtph_ps(_mm_set1_epi16(bits as i16))
 }
 
 /// The activation rows `i0..i0 + RN` with their lengths checked against `nb` blocks, and
 /// `nb` weight blocks of `block_bytes` in each of `w`.
-fn tile_rows<'a, const RM: usize, const RN: usize>(
+pub(crate) fn tile_rows<'a, const RM: usize, const RN: usize>(
     w: &[&[u8]; RM],
     block_bytes: usize,
     q: &'a Q8KRows,
@@ -260,7 +260,7 @@ unsafe fn sub_block_dots<const RM: usize, const RN: usize>(
 /// Each `blocks[rm]` must point to a whole 210-byte block and `h` must be 0 or 1.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn q6_values<const K: usize, const RM: usize>(
+pub(crate) unsafe fn q6_values<const K: usize, const RM: usize>(
     blocks: &[*const u8; RM],
     h: usize,
     scales: &[__m128i; RM],

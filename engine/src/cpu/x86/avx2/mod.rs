@@ -11,7 +11,7 @@ pub(crate) mod gemm;
 pub(crate) mod kquants;
 pub(crate) mod ops;
 
-use crate::cpu::blocks::{OFFSET_TILE_M, OFFSET_TILE_N, ROWS_1, TILE_M, TILE_N};
+use crate::cpu::blocks::{ROWS_1, TILE_M, TILE_N};
 use crate::cpu::kquants::{PROMPT_TAIL, PROMPT_TILE, Q4K_DECODE_ROWS};
 use crate::cpu::quantize::{quantize_q8_0_blocks, quantize_q8_k_row};
 use crate::cpu::{
@@ -39,11 +39,9 @@ pub(crate) fn kernels() -> Kernels {
         q5_0_offset: Some(OffsetKernels {
             unpack: |b, v| unsafe { blocks::q5_0_offset_values(b, v) },
             lane_sums: |y, out| unsafe { blocks::lane_sums(y, out) },
-            tile_2x4: |g, j, q, s, i| unsafe {
-                blocks::offset_tile::<OFFSET_TILE_M, OFFSET_TILE_N>(g, j, q, s, i)
+            group: |g, width, q, s, i0, rows, dst, g0| unsafe {
+                blocks::offset_group(g, width, q, s, i0, rows, dst, g0)
             },
-            tile_1x4: |g, j, q, s, i| unsafe { blocks::offset_tile::<1, OFFSET_TILE_N>(g, j, q, s, i) },
-            tile_1x1: |g, j, q, s, i| unsafe { blocks::offset_tile::<1, 1>(g, j, q, s, i) },
         }),
         q4_k: KKernels {
             dot: |w, y| unsafe { kquants::vec_dot_q4_k_q8_k(w, y) },

@@ -1,0 +1,41 @@
+//! The AVX-512 kernel table (F, BW, VL and VNNI, with AVX2, FMA and F16C): the AVX2 table with
+//! the prompt tiles that profit from 512-bit registers and `vpdpbusd` replaced. Each replacement
+//! computes every output bit for bit as the AVX2 kernel does (two activation rows per register,
+//! one per 256-bit half, with the same integer lanes, float operations and horizontal sums), so
+//! results do not depend on which x86 table runs. ggml's AVX-512 paths
+//! (`ggml-cpu/arch/x86/quants.c`, `repack.cpp`) are the model for the instruction choice.
+//!
+//! Sound for the same reason as the AVX2 table: `cpu::table` builds it only where every one of
+//! these features was detected at run time.
+
+pub(crate) mod blocks;
+pub(crate) mod kquants;
+
+use crate::cpu::kquants::{PROMPT_TAIL, PROMPT_TILE};
+use crate::cpu::{Isa, Kernels};
+
+/// The table; call only where the features above were detected (`cpu::table` does).
+pub(crate) fn kernels() -> Kernels {
+    let mut table = super::avx2::kernels();
+    table.isa = Isa::Avx512;
+    if let Some(offset) = table.q5_0_offset.as_mut() {
+        // SAFETY: see the module docs.
+        offset.group = |g, width, q, s, i0, rows, dst, g0| unsafe {
+            blocks::offset_group(g, width, q, s, i0, rows, dst, g0)
+        };
+    }
+    // SAFETY (the four closures): see the module docs.
+    table.q4_k.prompt = Some(|w, q, i, out| unsafe {
+        kquants::tile_q4_k::<{ PROMPT_TILE / 2 }, PROMPT_TILE>(w, q, i, out)
+    });
+    table.q4_k.tail = Some(|w, q, i, out| unsafe {
+        kquants::tile_q4_k::<{ PROMPT_TAIL / 2 }, PROMPT_TAIL>(w, q, i, out)
+    });
+    table.q6_k.prompt = Some(|w, q, i, out| unsafe {
+        kquants::tile_q6_k::<{ PROMPT_TILE / 2 }, PROMPT_TILE>(w, q, i, out)
+    });
+    table.q6_k.tail = Some(|w, q, i, out| unsafe {
+        kquants::tile_q6_k::<{ PROMPT_TAIL / 2 }, PROMPT_TAIL>(w, q, i, out)
+    });
+    table
+}
