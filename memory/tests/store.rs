@@ -67,7 +67,32 @@ fn a_version_1_database_is_upgraded_with_its_data_and_becomes_searchable() -> Re
     assert_eq!(store.search("kyoto", 10)?.len(), 2, "title and message");
     let raw = rusqlite::Connection::open(&path)?;
     let version: i64 = raw.pragma_query_value(None, "user_version", |r| r.get(0))?;
-    assert_eq!(version, 2);
+    assert_eq!(version, memory::store::schema::SCHEMA_VERSION);
+    Ok(())
+}
+
+#[test]
+fn a_version_2_database_is_upgraded_and_its_writerless_abandoned_reply_stopped() -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("old.db");
+    {
+        let raw = rusqlite::Connection::open(&path)?;
+        raw.execute_batch(include_str!("fixtures/schema-v2.sql"))?;
+    }
+    let store = Store::open(&path)?.store;
+    let id = store.resolve_conversation("3a4b5c6d")?;
+    let messages = store.messages(&id)?;
+    assert_eq!(messages.len(), 2);
+    assert_eq!(
+        messages[1].status,
+        MessageStatus::Stopped,
+        "no writer holds it"
+    );
+    assert_eq!(messages[1].text, "Keepers trimmed the wicks every night");
+    assert_eq!(store.search("wicks", 5)?.len(), 1, "indexed once stopped");
+    let raw = rusqlite::Connection::open(&path)?;
+    let version: i64 = raw.pragma_query_value(None, "user_version", |r| r.get(0))?;
+    assert_eq!(version, memory::store::schema::SCHEMA_VERSION);
     Ok(())
 }
 
@@ -256,6 +281,57 @@ fn a_streaming_reply_is_checkpointed_and_survives_its_process() -> Result<()> {
         1,
         "indexed once finished"
     );
+    Ok(())
+}
+
+/// A reply that has been quiet for a minute (a long prefill, a thermal pause) while its store
+/// is alive is not stopped by another store opening the same database — another process such
+/// as a document job or the CLI — and its writer's next checkpoint still succeeds. Once its
+/// store is gone, the next open stops it. No clock decides either way.
+#[test]
+fn another_store_never_stops_a_live_reply_only_one_whose_writer_is_gone() -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("companion.db");
+    let writer = open(&dir);
+    let c = writer.create_conversation("t", None, &serde_json::json!({}))?;
+    let mut reply = ReplyRecorder::begin(&writer, &c.id)?.with_interval(Duration::ZERO);
+    reply.push(&writer, "The keeper climbed")?;
+    let raw = rusqlite::Connection::open(&path)?;
+    raw.execute(
+        "UPDATE messages SET updated_at = updated_at - 60000 WHERE id = ?1",
+        [reply.id().0],
+    )?;
+    let other = open(&dir);
+    assert_eq!(
+        other.message(reply.id())?.status,
+        MessageStatus::Streaming,
+        "a live reply was stopped by another store"
+    );
+    drop(other);
+    reply.push(&writer, " the stairs")?;
+    let m = reply.finish(&writer, MessageStatus::Complete, None, None)?;
+    assert_eq!(m.text, "The keeper climbed the stairs");
+
+    // a writer that goes away mid-reply: its reply is stopped at the next open, at once
+    let mut reply = ReplyRecorder::begin(&writer, &c.id)?.with_interval(Duration::ZERO);
+    reply.push(&writer, "Then the storm")?;
+    let id = reply.id();
+    drop(reply);
+    let bystander = open(&dir);
+    assert_eq!(bystander.message(id)?.status, MessageStatus::Streaming);
+    drop(writer);
+    let after = open(&dir);
+    let m = after.message(id)?;
+    assert_eq!(
+        (m.text.as_str(), m.status),
+        ("Then the storm", MessageStatus::Stopped)
+    );
+    // the writers' folder keeps only the lock files of live stores
+    drop((after, bystander));
+    let store = open(&dir);
+    let locks = std::fs::read_dir(dir.path().join("companion.db.writers"))?.count();
+    assert_eq!(locks, 1, "only the open store's lock is left");
+    drop(store);
     Ok(())
 }
 

@@ -1,7 +1,9 @@
 //! The SQLite store: one database file (WAL, foreign keys, a busy timeout, full sync so a
 //! committed message survives power loss), its schema upgrades, and the recovery of a corrupt
 //! file, which is moved aside with a timestamp — never deleted — before a fresh database is
-//! started. KV snapshots are files in a folder beside the database (see `snapshots.rs`).
+//! started. KV snapshots are files in a folder beside the database (see `snapshots.rs`); each
+//! open store holds a writer lock in another (see `writers.rs`), which is how a reply left
+//! `streaming` is known to be abandoned.
 
 mod conversations;
 mod documents;
@@ -9,6 +11,7 @@ mod messages;
 pub mod schema;
 mod snapshots;
 mod summaries;
+mod writers;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -21,8 +24,10 @@ use crate::types::now_ms;
 /// Default disk budget for KV snapshots; the least recently used are pruned beyond it.
 pub const DEFAULT_SNAPSHOT_BUDGET_BYTES: u64 = 1 << 30;
 
-/// A streaming reply not checkpointed for this long belongs to a process that is gone.
-const ABANDONED_REPLY_MS: i64 = 10_000;
+/// A streaming reply written by a Companion from before writer locks (no writer recorded) and
+/// not checkpointed for this long is taken as abandoned: the old rule, kept for those rows
+/// only, since their writer cannot be asked.
+const LEGACY_ABANDONED_REPLY_MS: i64 = 10_000;
 
 #[derive(Debug, Clone)]
 pub struct StoreConfig {
@@ -69,6 +74,9 @@ pub struct Store {
     path: PathBuf,
     snapshot_dir: PathBuf,
     snapshot_budget_bytes: u64,
+    writers_dir: PathBuf,
+    /// Held for the store's lifetime: tells other stores this one is alive.
+    writer: writers::WriterLock,
 }
 
 impl Store {
@@ -131,13 +139,18 @@ impl Store {
         conn.pragma_update(None, "synchronous", "FULL")?;
         conn.pragma_update(None, "foreign_keys", "ON")?;
         schema::migrate(&mut conn, path)?;
-        let snapshot_dir = snapshot_dir_for(path);
+        let snapshot_dir = sibling_dir(path, "snapshots");
+        let writers_dir = sibling_dir(path, "writers");
+        let writer = writers::WriterLock::acquire(&writers_dir)?;
         let store = Store {
             conn,
             path: path.clone(),
             snapshot_dir,
             snapshot_budget_bytes: config.snapshot_budget_bytes,
+            writers_dir,
+            writer,
         };
+        writers::sweep(&store.writers_dir, store.writer.id());
         store.recover_abandoned_replies()?;
         store.sweep_snapshot_files()?;
         Ok(store)
@@ -147,17 +160,34 @@ impl Store {
         &self.path
     }
 
-    /// Replies left `streaming` by a process that died keep their text and become `stopped`.
+    /// This store's writer id, recorded on the replies it streams.
+    pub(crate) fn writer_id(&self) -> &str {
+        self.writer.id()
+    }
+
+    /// Replies left `streaming` by a store that is gone (its process died, or it was dropped
+    /// mid-reply) keep their text and become `stopped`. A reply whose writer still holds its
+    /// lock is left alone however long it has been quiet.
     fn recover_abandoned_replies(&self) -> Result<()> {
-        let ids: Vec<i64> = {
+        let rows: Vec<(i64, Option<String>, i64)> = {
             let mut stmt = self.conn.prepare(
-                "SELECT id FROM messages WHERE status = 'streaming' AND updated_at < ?1",
+                "SELECT id, writer, updated_at FROM messages WHERE status = 'streaming'",
             )?;
-            stmt.query_map([now_ms() - ABANDONED_REPLY_MS], |r| r.get(0))?
+            stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
                 .collect::<rusqlite::Result<_>>()?
         };
-        for id in ids {
-            self.finish_abandoned_reply(id)?;
+        let mut alive = std::collections::HashMap::new();
+        for (id, writer, updated_at) in rows {
+            let abandoned = match writer {
+                None => updated_at < now_ms() - LEGACY_ABANDONED_REPLY_MS,
+                Some(w) if w == self.writer_id() => false,
+                Some(w) => !*alive
+                    .entry(w)
+                    .or_insert_with_key(|w| writers::is_alive(&self.writers_dir, w)),
+            };
+            if abandoned {
+                self.finish_abandoned_reply(id)?;
+            }
         }
         Ok(())
     }
@@ -202,12 +232,13 @@ pub fn default_database_path() -> PathBuf {
         .join("companion.db")
 }
 
-fn snapshot_dir_for(db: &Path) -> PathBuf {
+/// `NAME.what` beside the database `NAME`.
+fn sibling_dir(db: &Path, what: &str) -> PathBuf {
     let name = db
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_else(|| "companion.db".into());
-    db.with_file_name(format!("{name}.snapshots"))
+    db.with_file_name(format!("{name}.{what}"))
 }
 
 fn is_corruption(e: &rusqlite::Error) -> bool {

@@ -9,7 +9,7 @@ use rusqlite::Connection;
 use crate::error::{Error, Result};
 
 /// The schema version this code writes.
-pub const SCHEMA_VERSION: i64 = 2;
+pub const SCHEMA_VERSION: i64 = 3;
 
 /// Version 1: conversations, messages, L2 summaries and KV snapshot records.
 const V1: &str = "
@@ -99,6 +99,12 @@ CREATE TABLE document_chunks (
 );
 ";
 
+/// Version 3: the writer (see `writers.rs`) of a reply while it streams, so that only a reply
+/// whose writer is gone is taken as abandoned. Rows from before have none.
+const V3: &str = "
+ALTER TABLE messages ADD COLUMN writer TEXT;
+";
+
 /// One upgrade step: SQL, then Rust for what SQL cannot do (filling a new index).
 struct Step {
     sql: &'static str,
@@ -113,6 +119,10 @@ const STEPS: [Step; SCHEMA_VERSION as usize] = [
     Step {
         sql: V2,
         after: Some(crate::search::reindex_all),
+    },
+    Step {
+        sql: V3,
+        after: None,
     },
 ];
 
