@@ -424,3 +424,30 @@ fn orphan_snapshot_files_are_swept_and_a_missing_file_is_forgotten() -> Result<(
     assert!(store.snapshot_info(&a)?.is_none());
     Ok(())
 }
+
+/// Processes starting together on a fresh database (the app and a CLI command): each upgrade
+/// step runs once, under the write lock, and every one of them opens the database.
+#[test]
+fn stores_opening_a_fresh_database_at_once_all_open_it() -> Result<()> {
+    for _ in 0..5 {
+        let dir = tempfile::tempdir()?;
+        let path = dir.path().join("companion.db");
+        let barrier = std::sync::Arc::new(std::sync::Barrier::new(4));
+        let opened: Vec<_> = (0..4)
+            .map(|_| {
+                let (path, barrier) = (path.clone(), barrier.clone());
+                std::thread::spawn(move || {
+                    barrier.wait();
+                    Store::open(&path).map(|o| o.store.integrity_check())
+                })
+            })
+            .collect::<Vec<_>>()
+            .into_iter()
+            .map(|t| t.join().expect("no panic"))
+            .collect();
+        for result in opened {
+            assert_eq!(result?.map_err(anyhow::Error::from)?, "ok");
+        }
+    }
+    Ok(())
+}

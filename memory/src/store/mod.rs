@@ -3,7 +3,9 @@
 //! file, which is moved aside with a timestamp — never deleted — before a fresh database is
 //! started. KV snapshots are files in a folder beside the database (see `snapshots.rs`); each
 //! open store holds a writer lock in another (see `writers.rs`), which is how a reply left
-//! `streaming` is known to be abandoned.
+//! `streaming` is known to be abandoned. Every write transaction begins IMMEDIATE (takes the
+//! write lock first), so a busy database makes it wait out the busy timeout at its start
+//! instead of failing with "database is locked" between its read and its write.
 
 mod conversations;
 mod documents;
@@ -16,7 +18,7 @@ mod writers;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use rusqlite::{Connection, ErrorCode, OpenFlags};
+use rusqlite::{Connection, ErrorCode, OpenFlags, TransactionBehavior};
 
 use crate::error::{Error, Result};
 use crate::types::now_ms;
@@ -192,12 +194,12 @@ impl Store {
         Ok(())
     }
 
-    /// Run `f` in one transaction.
+    /// Run `f` in one transaction, begun IMMEDIATE (see the module docs).
     pub(crate) fn in_transaction<T>(
         &self,
         f: impl FnOnce(&rusqlite::Transaction<'_>) -> Result<T>,
     ) -> Result<T> {
-        let tx = self.conn.unchecked_transaction()?;
+        let tx = rusqlite::Transaction::new_unchecked(&self.conn, TransactionBehavior::Immediate)?;
         let out = f(&tx)?;
         tx.commit()?;
         Ok(out)
@@ -322,5 +324,79 @@ mod tests {
         let messages = store.messages(&c.id).unwrap();
         assert_eq!(messages[0].text, "kept");
         assert_eq!(store.integrity_check().unwrap(), "ok");
+    }
+
+    /// A read-then-write transaction while another connection writes: begun IMMEDIATE, it
+    /// holds the write lock from its start, so the other writer waits (its busy handler runs)
+    /// and neither fails. Begun DEFERRED, the other writer would commit between the read and
+    /// the write, and the write would fail at once with "database is locked" (SQLITE_BUSY,
+    /// which no busy timeout retries, since the transaction's snapshot is stale).
+    #[test]
+    fn a_read_then_write_transaction_is_not_failed_by_another_writer() {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        use std::sync::mpsc;
+
+        static OTHER_WAITED: AtomicBool = AtomicBool::new(false);
+        fn waiting(_: i32) -> bool {
+            OTHER_WAITED.store(true, Ordering::SeqCst);
+            std::thread::sleep(Duration::from_millis(1));
+            true
+        }
+
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.db");
+        let store = Store::open(&path).unwrap().store;
+        let c = store
+            .create_conversation("busy", None, &serde_json::json!({}))
+            .unwrap();
+        let (go, started) = mpsc::channel::<()>();
+        let (committed, done) = mpsc::channel::<rusqlite::Result<()>>();
+        let other = std::thread::spawn(move || {
+            let conn = Connection::open(&path).unwrap();
+            conn.busy_handler(Some(waiting)).unwrap();
+            started.recv().unwrap();
+            let r = conn
+                .execute(
+                    "UPDATE conversations SET title = 'other' WHERE id = ?1",
+                    [c.id.as_str()],
+                )
+                .map(|_| ());
+            committed.send(r).unwrap();
+        });
+        let c2 = store.conversation(&store.list_conversations(0, 1).unwrap()[0].conversation.id);
+        let id = c2.unwrap().id;
+        let result = store.in_transaction(|tx| {
+            let title: String = tx.query_row(
+                "SELECT title FROM conversations WHERE id = ?1",
+                [id.as_str()],
+                |r| r.get(0),
+            )?;
+            go.send(()).unwrap();
+            // wait until the other writer has either committed or is waiting for our lock
+            loop {
+                if OTHER_WAITED.load(Ordering::SeqCst) {
+                    break;
+                }
+                match done.try_recv() {
+                    Ok(r) => {
+                        r.unwrap();
+                        break;
+                    }
+                    Err(_) => std::thread::yield_now(),
+                }
+            }
+            tx.execute(
+                "UPDATE conversations SET title = ?2 WHERE id = ?1",
+                rusqlite::params![id.as_str(), format!("{title}!")],
+            )?;
+            Ok(())
+        });
+        result.expect("the read-then-write transaction commits");
+        other.join().unwrap();
+        assert_eq!(
+            store.conversation(&id).unwrap().title,
+            "other",
+            "the other writer ran after"
+        );
     }
 }

@@ -148,7 +148,11 @@ pub fn migrate(conn: &mut Connection, path: &std::path::Path) -> Result<()> {
     }
     for version in found..SCHEMA_VERSION {
         let step = &STEPS[version as usize];
-        let tx = conn.transaction()?;
+        let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        // another process may have run this step while we waited for the write lock
+        if user_version(&tx)? > version {
+            continue;
+        }
         tx.execute_batch(step.sql)?;
         if let Some(after) = step.after {
             after(&tx)?;
