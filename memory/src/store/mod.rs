@@ -26,6 +26,9 @@ use crate::types::now_ms;
 /// Default disk budget for KV snapshots; the least recently used are pruned beyond it.
 pub const DEFAULT_SNAPSHOT_BUDGET_BYTES: u64 = 1 << 30;
 
+/// How long a connection waits for another's lock before "database is locked".
+const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
 /// A streaming reply written by a Companion from before writer locks (no writer recorded) and
 /// not checkpointed for this long is taken as abandoned: the old rule, kept for those rows
 /// only, since their writer cannot be asked.
@@ -118,7 +121,7 @@ impl Store {
                 | OpenFlags::SQLITE_OPEN_CREATE
                 | OpenFlags::SQLITE_OPEN_NO_MUTEX,
         )?;
-        conn.busy_timeout(Duration::from_secs(5))?;
+        conn.busy_timeout(BUSY_TIMEOUT)?;
         // Reading the schema and a quick check up front turns a non-SQLite or damaged file into
         // an error here, where it can be moved aside, rather than on some later write.
         let check: String = conn.query_row("PRAGMA quick_check(1)", [], |r| r.get(0))?;
@@ -137,7 +140,7 @@ impl Store {
                 supported: schema::SCHEMA_VERSION,
             });
         }
-        conn.pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get::<_, String>(0))?;
+        enable_wal(&conn)?;
         conn.pragma_update(None, "synchronous", "FULL")?;
         conn.pragma_update(None, "foreign_keys", "ON")?;
         schema::migrate(&mut conn, path)?;
@@ -210,6 +213,30 @@ impl Store {
         Ok(self
             .conn
             .query_row("PRAGMA integrity_check", [], |r| r.get(0))?)
+    }
+}
+
+/// Put the database in WAL mode (once: it is a property of the file). The switch needs every
+/// other connection's lock released, and SQLite answers "database is locked" at once rather
+/// than through the busy handler when stores open a fresh database together, so it is retried
+/// within the busy timeout, as the handler would.
+fn enable_wal(conn: &Connection) -> Result<()> {
+    let mode: String = conn.pragma_query_value(None, "journal_mode", |r| r.get(0))?;
+    if mode.eq_ignore_ascii_case("wal") {
+        return Ok(());
+    }
+    let deadline = std::time::Instant::now() + BUSY_TIMEOUT;
+    loop {
+        match conn.pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get::<_, String>(0)) {
+            Ok(_) => return Ok(()),
+            Err(e)
+                if e.sqlite_error_code() == Some(ErrorCode::DatabaseBusy)
+                    && std::time::Instant::now() < deadline =>
+            {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            Err(e) => return Err(e.into()),
+        }
     }
 }
 
