@@ -9,6 +9,7 @@
 
 mod conversations;
 mod documents;
+pub mod files;
 mod messages;
 pub mod schema;
 mod snapshots;
@@ -16,12 +17,14 @@ mod summaries;
 mod writers;
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use rusqlite::{Connection, ErrorCode, OpenFlags, TransactionBehavior};
 
 use crate::error::{Error, Result};
 use crate::types::now_ms;
+use files::{OsFiles, SnapshotFiles};
 
 /// Default disk budget for KV snapshots; the least recently used are pruned beyond it.
 pub const DEFAULT_SNAPSHOT_BUDGET_BYTES: u64 = 1 << 30;
@@ -38,6 +41,12 @@ const LEGACY_ABANDONED_REPLY_MS: i64 = 10_000;
 pub struct StoreConfig {
     pub path: PathBuf,
     pub snapshot_budget_bytes: u64,
+    /// The files KV snapshots are written with (the operating system's by default; a
+    /// fault-injection test gives its own).
+    pub files: Arc<dyn SnapshotFiles>,
+    /// The SQLite VFS to open the database with (`None`: SQLite's default; a fault-injection
+    /// test registers its own).
+    pub vfs: Option<String>,
 }
 
 impl StoreConfig {
@@ -45,6 +54,8 @@ impl StoreConfig {
         StoreConfig {
             path: path.into(),
             snapshot_budget_bytes: DEFAULT_SNAPSHOT_BUDGET_BYTES,
+            files: Arc::new(OsFiles),
+            vfs: None,
         }
     }
 }
@@ -79,6 +90,7 @@ pub struct Store {
     path: PathBuf,
     snapshot_dir: PathBuf,
     snapshot_budget_bytes: u64,
+    files: Arc<dyn SnapshotFiles>,
     writers_dir: PathBuf,
     /// Held for the store's lifetime: tells other stores this one is alive.
     writer: writers::WriterLock,
@@ -115,12 +127,13 @@ impl Store {
 
     fn open_existing(config: &StoreConfig) -> Result<Store> {
         let path = &config.path;
-        let mut conn = Connection::open_with_flags(
-            path,
-            OpenFlags::SQLITE_OPEN_READ_WRITE
-                | OpenFlags::SQLITE_OPEN_CREATE
-                | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-        )?;
+        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
+            | OpenFlags::SQLITE_OPEN_CREATE
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let mut conn = match &config.vfs {
+            Some(vfs) => Connection::open_with_flags_and_vfs(path, flags, vfs.as_str())?,
+            None => Connection::open_with_flags(path, flags)?,
+        };
         conn.busy_timeout(BUSY_TIMEOUT)?;
         // Reading the schema and a quick check up front turns a non-SQLite or damaged file into
         // an error here, where it can be moved aside, rather than on some later write.
@@ -152,6 +165,7 @@ impl Store {
             path: path.clone(),
             snapshot_dir,
             snapshot_budget_bytes: config.snapshot_budget_bytes,
+            files: config.files.clone(),
             writers_dir,
             writer,
         };
