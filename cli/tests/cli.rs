@@ -162,8 +162,13 @@ fn cuda_request_without_cuda_falls_back_with_a_notice() {
 #[test]
 fn chat_answers_over_stdin_and_exits_on_eof() {
     use std::io::Write;
+    // a database of its own: a test never writes the user's conversations
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("c.db");
     let mut child = Command::new(env!("CARGO_BIN_EXE_companion"))
         .args(["chat", "--temperature", "0", "--max-tokens", "12"])
+        .arg("--db")
+        .arg(&db)
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())

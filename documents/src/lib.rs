@@ -17,7 +17,9 @@ pub mod decode;
 pub mod document;
 pub mod error;
 pub mod extract;
+pub mod html;
 pub mod normalize;
+pub mod pdf;
 
 pub use chunk::{Chunk, split};
 pub use chunk_stream::{ChunkStream, ChunkText};

@@ -1,5 +1,7 @@
 //! Export a conversation to Markdown (for people) and JSON (for machines), and import the JSON
-//! back: export → import → export gives the same JSON, ids, times and statuses included.
+//! back: export → import → export gives the same JSON, ids, times and statuses included. An
+//! export is a file from anywhere: its conversation id is kept only when it is a UUID, since ids
+//! end up in file names.
 
 use serde::{Deserialize, Serialize};
 
@@ -20,6 +22,15 @@ pub struct ConversationExport {
     pub conversation: Conversation,
     pub messages: Vec<ExportedMessage>,
     pub summaries: Vec<ExportedSummary>,
+}
+
+/// What an import made.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Imported {
+    /// The imported conversation's id.
+    pub id: ConversationId,
+    /// The export's own id when it was not a valid one and `id` was made instead.
+    pub replaced_id: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -90,11 +101,18 @@ impl Store {
     }
 
     /// Import an export. With `new_id` the conversation gets a fresh id (importing a copy
-    /// next to the original); otherwise an existing conversation with the same id is an error.
-    pub fn import(&self, export: &ConversationExport, new_id: bool) -> Result<ConversationId> {
+    /// next to the original); otherwise it keeps its id when that is a valid one (see
+    /// [`ConversationId::is_valid`]; an existing conversation with the same id is then an
+    /// error) and gets a fresh one otherwise, which [`Imported::replaced_id`] reports.
+    pub fn import(&self, export: &ConversationExport, new_id: bool) -> Result<Imported> {
         validate(export)?;
         let mut conversation = export.conversation.clone();
+        let mut replaced_id = None;
         if new_id {
+            conversation.id = ConversationId::new_random();
+        } else if !conversation.id.is_valid() {
+            tracing::info!("imported conversation had an invalid id; given a new one");
+            replaced_id = Some(conversation.id.0.clone());
             conversation.id = ConversationId::new_random();
         }
         self.in_transaction(|tx| {
@@ -133,10 +151,13 @@ impl Store {
             }
             Ok(())
         })?;
-        Ok(conversation.id)
+        Ok(Imported {
+            id: conversation.id,
+            replaced_id,
+        })
     }
 
-    pub fn import_json(&self, json: &str, new_id: bool) -> Result<ConversationId> {
+    pub fn import_json(&self, json: &str, new_id: bool) -> Result<Imported> {
         let export: ConversationExport =
             serde_json::from_str(json).map_err(|e| Error::InvalidExport(e.to_string()))?;
         self.import(&export, new_id)

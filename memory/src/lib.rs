@@ -22,7 +22,7 @@ pub mod types;
 
 pub use compaction::{CompactionOutcome, PromptParts};
 pub use error::{Error, Result};
-pub use export::ConversationExport;
+pub use export::{ConversationExport, Imported};
 pub use policy::PolicyConfig;
 pub use reply::ReplyRecorder;
 pub use search::SearchHit;

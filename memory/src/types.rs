@@ -14,6 +14,13 @@ impl ConversationId {
         ConversationId(uuid::Uuid::new_v4().to_string())
     }
 
+    /// Whether this is an id Companion makes: a UUID in its canonical form (lowercase,
+    /// hyphenated), and so only `0-9a-f` and `-`. Ids from outside (an imported export) are
+    /// checked with it, since an id becomes part of file names (KV snapshots).
+    pub fn is_valid(&self) -> bool {
+        uuid::Uuid::try_parse(&self.0).is_ok_and(|u| u.hyphenated().to_string() == self.0)
+    }
+
     pub fn as_str(&self) -> &str {
         &self.0
     }

@@ -114,7 +114,9 @@ fn json_export_and_import_round_trip_exactly() -> Result<()> {
 
     let other_dir = tempfile::tempdir()?;
     let other = store(&other_dir);
-    let id = other.import_json(&json, false)?;
+    let imported = other.import_json(&json, false)?;
+    assert_eq!(imported.replaced_id, None);
+    let id = imported.id;
     assert_eq!(id, c.id);
     assert_eq!(
         other.export_json(&id)?,
@@ -132,7 +134,7 @@ fn json_export_and_import_round_trip_exactly() -> Result<()> {
         other.import_json(&json, false),
         Err(Error::ConversationExists(_))
     ));
-    let copy = other.import_json(&json, true)?;
+    let copy = other.import_json(&json, true)?.id;
     assert_ne!(copy, c.id);
     assert_eq!(other.messages(&copy)?.len(), 2);
 
@@ -161,5 +163,93 @@ fn markdown_export_reads_as_a_transcript() -> Result<()> {
     assert!(md.starts_with("# Plans\n"));
     assert!(md.contains("## You\n\nWhat now?\n"));
     assert!(md.contains("## Companion (stopped)\n\nLet us\n"));
+    Ok(())
+}
+
+/// An export is a file from anywhere, and a conversation's id becomes part of its KV snapshot's
+/// file name: an id that is not a UUID (`../../x`, an absolute path, anything else) is replaced
+/// on import, and said so; no snapshot is ever written outside the snapshot folder, even for a
+/// conversation whose bad id was already in the database, and a row naming a file elsewhere
+/// removes nothing there.
+#[test]
+fn an_unsafe_imported_id_is_replaced_and_no_snapshot_leaves_its_folder() -> Result<()> {
+    let key = memory::SnapshotKey {
+        model_sha256: "m".into(),
+        format_version: 1,
+    };
+    let root = tempfile::tempdir()?;
+    let data = root.path().join("a/b");
+    std::fs::create_dir_all(&data)?;
+    let s = Store::open(data.join("companion.db"))?.store;
+    let c = s.create_conversation("hostile", None, &serde_json::json!({}))?;
+    s.append_message(&c.id, &NewMessage::complete(Role::User, "hi", None))?;
+    let json = s.export_json(&c.id)?;
+    s.delete_conversation(&c.id)?;
+    let outside = || -> Vec<String> {
+        let mut found = Vec::new();
+        let mut dirs = vec![root.path().to_path_buf()];
+        while let Some(d) = dirs.pop() {
+            for e in std::fs::read_dir(&d).unwrap() {
+                let p = e.unwrap().path();
+                if p.is_dir() {
+                    dirs.push(p);
+                } else if !p.starts_with(&data) {
+                    found.push(p.display().to_string());
+                }
+            }
+        }
+        found
+    };
+    let absolute = root.path().join("abs").display().to_string();
+    for bad in [
+        "../../escaped",
+        absolute.as_str(),
+        "aéééééééé",
+        "",
+        "0F6C3C1E-2D0A-4C58-9A51-3B7C1C0E7A11",
+    ] {
+        let hostile = json.replace(c.id.as_str(), bad);
+        let imported = match s.import_json(&hostile, false) {
+            Ok(i) => i,
+            Err(Error::InvalidExport(_)) if bad.is_empty() => continue,
+            Err(e) => return Err(e.into()),
+        };
+        assert_eq!(imported.replaced_id.as_deref(), Some(bad), "{bad:?} kept");
+        assert!(imported.id.is_valid());
+        assert_eq!(s.messages(&imported.id)?.len(), 1);
+        assert!(s.save_snapshot(&imported.id, &key, 1, b"kv")?);
+        assert_eq!(s.load_snapshot(&imported.id, &key)?, Some(b"kv".to_vec()));
+    }
+    assert_eq!(outside(), Vec::<String>::new());
+
+    // defence in depth: a bad id or a bad file name already in the database (an older
+    // Companion imported it) reaches no path outside the folder
+    let raw = rusqlite::Connection::open(data.join("companion.db"))?;
+    raw.execute(
+        "INSERT INTO conversations (id, title, created_at, updated_at) VALUES ('../../old', 't', 0, 0)",
+        [],
+    )?;
+    let old = memory::ConversationId("../../old".into());
+    let err = s.save_snapshot(&old, &key, 1, b"kv").unwrap_err();
+    assert_eq!(err.code(), "invalid_argument", "{err}");
+    let victim = root.path().join("a/victim.kv");
+    std::fs::write(&victim, b"keep me")?;
+    raw.execute(
+        "INSERT INTO kv_snapshots VALUES ('../../old', 'm', 1, 1, 7, '../../victim.kv', 0, 0)",
+        [],
+    )?;
+    assert_eq!(
+        s.load_snapshot(&old, &key)?,
+        None,
+        "not read through the row"
+    );
+    s.delete_conversation(&old)?;
+    assert_eq!(
+        std::fs::read(&victim)?,
+        b"keep me",
+        "not removed through the row"
+    );
+    std::fs::remove_file(&victim)?;
+    assert_eq!(outside(), Vec::<String>::new());
     Ok(())
 }

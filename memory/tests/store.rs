@@ -72,6 +72,57 @@ fn a_version_1_database_is_upgraded_with_its_data_and_becomes_searchable() -> Re
 }
 
 #[test]
+fn a_version_2_database_is_upgraded_and_its_writerless_abandoned_reply_stopped() -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("old.db");
+    {
+        let raw = rusqlite::Connection::open(&path)?;
+        raw.execute_batch(include_str!("fixtures/schema-v2-abandoned-reply.sql"))?;
+    }
+    let store = Store::open(&path)?.store;
+    let id = store.resolve_conversation("3a4b5c6d")?;
+    let messages = store.messages(&id)?;
+    assert_eq!(messages.len(), 2);
+    assert_eq!(
+        messages[1].status,
+        MessageStatus::Stopped,
+        "no writer holds it"
+    );
+    assert_eq!(messages[1].text, "Keepers trimmed the wicks every night");
+    assert_eq!(store.search("wicks", 5)?.len(), 1, "indexed once stopped");
+    let raw = rusqlite::Connection::open(&path)?;
+    let version: i64 = raw.pragma_query_value(None, "user_version", |r| r.get(0))?;
+    assert_eq!(version, memory::store::schema::SCHEMA_VERSION);
+    Ok(())
+}
+
+#[test]
+fn a_version_3_database_keeps_its_agent_data_and_its_writerless_reply_is_stopped() -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("v3.db");
+    {
+        let raw = rusqlite::Connection::open(&path)?;
+        raw.execute_batch(include_str!("fixtures/schema-v3.sql"))?;
+    }
+    let store = Store::open(&path)?.store;
+    let chinese = store.resolve_conversation("7d1e5b9a")?;
+    let messages = store.messages(&chinese)?;
+    assert_eq!(messages.len(), 2);
+    assert_eq!(messages[1].status, MessageStatus::Stopped, "no writer holds it");
+    assert_eq!(messages[1].text, "好主意，公园里");
+    assert_eq!(store.search_notes("ryokan", 10)?.len(), 1);
+    assert_eq!(store.reminders(false, 10)?.len(), 1);
+    assert_eq!(store.folder_grants()?.len(), 1);
+    assert_eq!(store.tool_calls(None, 0, 10)?.len(), 1);
+    assert_eq!(store.search("maple", 10)?.len(), 1);
+    let raw = rusqlite::Connection::open(&path)?;
+    let version: i64 = raw.pragma_query_value(None, "user_version", |r| r.get(0))?;
+    assert_eq!(version, memory::store::schema::SCHEMA_VERSION);
+    assert_eq!(store.integrity_check()?, "ok");
+    Ok(())
+}
+
+#[test]
 fn a_database_from_a_newer_companion_is_refused_and_left_untouched() -> Result<()> {
     let dir = tempfile::tempdir()?;
     let path = dir.path().join("new.db");
@@ -259,6 +310,57 @@ fn a_streaming_reply_is_checkpointed_and_survives_its_process() -> Result<()> {
     Ok(())
 }
 
+/// A reply that has been quiet for a minute (a long prefill, a thermal pause) while its store
+/// is alive is not stopped by another store opening the same database — another process such
+/// as a document job or the CLI — and its writer's next checkpoint still succeeds. Once its
+/// store is gone, the next open stops it. No clock decides either way.
+#[test]
+fn another_store_never_stops_a_live_reply_only_one_whose_writer_is_gone() -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("companion.db");
+    let writer = open(&dir);
+    let c = writer.create_conversation("t", None, &serde_json::json!({}))?;
+    let mut reply = ReplyRecorder::begin(&writer, &c.id)?.with_interval(Duration::ZERO);
+    reply.push(&writer, "The keeper climbed")?;
+    let raw = rusqlite::Connection::open(&path)?;
+    raw.execute(
+        "UPDATE messages SET updated_at = updated_at - 60000 WHERE id = ?1",
+        [reply.id().0],
+    )?;
+    let other = open(&dir);
+    assert_eq!(
+        other.message(reply.id())?.status,
+        MessageStatus::Streaming,
+        "a live reply was stopped by another store"
+    );
+    drop(other);
+    reply.push(&writer, " the stairs")?;
+    let m = reply.finish(&writer, MessageStatus::Complete, None, None)?;
+    assert_eq!(m.text, "The keeper climbed the stairs");
+
+    // a writer that goes away mid-reply: its reply is stopped at the next open, at once
+    let mut reply = ReplyRecorder::begin(&writer, &c.id)?.with_interval(Duration::ZERO);
+    reply.push(&writer, "Then the storm")?;
+    let id = reply.id();
+    drop(reply);
+    let bystander = open(&dir);
+    assert_eq!(bystander.message(id)?.status, MessageStatus::Streaming);
+    drop(writer);
+    let after = open(&dir);
+    let m = after.message(id)?;
+    assert_eq!(
+        (m.text.as_str(), m.status),
+        ("Then the storm", MessageStatus::Stopped)
+    );
+    // the writers' folder keeps only the lock files of live stores
+    drop((after, bystander));
+    let store = open(&dir);
+    let locks = std::fs::read_dir(dir.path().join("companion.db.writers"))?.count();
+    assert_eq!(locks, 1, "only the open store's lock is left");
+    drop(store);
+    Ok(())
+}
+
 #[test]
 fn a_finished_reply_is_committed_with_its_status_and_timings() -> Result<()> {
     let dir = tempfile::tempdir()?;
@@ -346,5 +448,32 @@ fn orphan_snapshot_files_are_swept_and_a_missing_file_is_forgotten() -> Result<(
     }
     assert_eq!(store.load_snapshot(&a, &key("m"))?, None);
     assert!(store.snapshot_info(&a)?.is_none());
+    Ok(())
+}
+
+/// Processes starting together on a fresh database (the app and a CLI command): each upgrade
+/// step runs once, under the write lock, and every one of them opens the database.
+#[test]
+fn stores_opening_a_fresh_database_at_once_all_open_it() -> Result<()> {
+    for _ in 0..5 {
+        let dir = tempfile::tempdir()?;
+        let path = dir.path().join("companion.db");
+        let barrier = std::sync::Arc::new(std::sync::Barrier::new(4));
+        let opened: Vec<_> = (0..4)
+            .map(|_| {
+                let (path, barrier) = (path.clone(), barrier.clone());
+                std::thread::spawn(move || {
+                    barrier.wait();
+                    Store::open(&path).map(|o| o.store.integrity_check())
+                })
+            })
+            .collect::<Vec<_>>()
+            .into_iter()
+            .map(|t| t.join().expect("no panic"))
+            .collect();
+        for result in opened {
+            assert_eq!(result?.map_err(anyhow::Error::from)?, "ok");
+        }
+    }
     Ok(())
 }

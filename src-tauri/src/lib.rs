@@ -9,6 +9,7 @@
 pub mod commands;
 pub mod error;
 pub mod settings;
+pub mod settings_file;
 pub mod shared;
 pub mod state;
 pub mod views;
@@ -25,7 +26,6 @@ pub use state::{AppConfig, AppState};
 /// is opened, settings read, and the engine starts loading on the worker).
 pub fn builder<R: Runtime>(builder: tauri::Builder<R>, config: AppConfig) -> tauri::Builder<R> {
     builder
-        .plugin(tauri_plugin_store::Builder::new().build())
         .plugin(tauri_plugin_dialog::init())
         .setup(move |app| {
             let state = start(app.handle(), config)?;

@@ -1,5 +1,5 @@
 //! The user's settings: sampling, context, threads, device, system prompt, thermal policy and
-//! theme. Kept with tauri-plugin-store (see `state::SettingsStore`); this file is the pure part:
+//! theme. Kept in a file written atomically (`settings_file.rs`); this file is the pure part:
 //! defaults, validation, and which changes need the engine reloaded.
 
 use std::path::PathBuf;

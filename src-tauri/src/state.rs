@@ -1,20 +1,17 @@
-//! What the app keeps between commands (Tauri's managed state), where its files are, and how
-//! settings are kept with tauri-plugin-store.
+//! What the app keeps between commands (Tauri's managed state), where its files are, and
+//! where the settings file is (its reading and atomic writing: `settings_file.rs`).
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use memory::Store;
-use tauri::{AppHandle, Runtime};
-use tauri_plugin_store::StoreExt;
+use tauri::{AppHandle, Manager, Runtime};
 
 use crate::error::{AppError, Result};
 use crate::settings::Settings;
 use crate::shared::Shared;
 use crate::worker::WorkerHandle;
-
-const SETTINGS_KEY: &str = "settings";
 
 /// Where the app's files are. Tests point all of them into a temporary directory.
 #[derive(Debug, Clone)]
@@ -102,48 +99,48 @@ impl AppState {
     }
 }
 
+/// The settings file's path: `file` itself when absolute, else under the app's data directory.
+fn settings_path<R: Runtime>(
+    app: &AppHandle<R>,
+    file: &Path,
+) -> std::result::Result<PathBuf, String> {
+    if file.is_absolute() {
+        return Ok(file.to_path_buf());
+    }
+    app.path()
+        .app_data_dir()
+        .map(|d| d.join(file))
+        .map_err(|e| e.to_string())
+}
+
 /// The saved settings, or the defaults when there are none; a file that cannot be read as
 /// settings is reported and replaced by the defaults rather than stopping the app.
 pub fn load_settings<R: Runtime>(app: &AppHandle<R>, file: &Path) -> (Settings, Option<String>) {
-    let store = match app.store(file) {
-        Ok(s) => s,
-        Err(e) => {
-            return (
-                Settings::default(),
-                Some(format!(
-                    "Your settings could not be read ({e}); the defaults are used until you save new ones."
-                )),
-            );
-        }
-    };
-    match store.get(SETTINGS_KEY) {
-        None => (Settings::default(), None),
-        Some(value) => match serde_json::from_value::<Settings>(value) {
-            Ok(s) if s.validate().is_ok() => (s, None),
-            _ => (
-                Settings::default(),
-                Some("Your saved settings were not valid; the defaults are used until you save new ones.".into()),
-            ),
-        },
+    match settings_path(app, file) {
+        Ok(path) => crate::settings_file::read(&path),
+        Err(e) => (
+            Settings::default(),
+            Some(format!(
+                "Your settings could not be read ({e}); the defaults are used until you save new ones."
+            )),
+        ),
     }
 }
 
+/// Save the settings atomically: a crash during the save keeps the old ones.
 pub fn save_settings<R: Runtime>(
     app: &AppHandle<R>,
     file: &Path,
     settings: &Settings,
 ) -> Result<()> {
-    let store = app.store(file).map_err(|e| {
+    let path = settings_path(app, file).map_err(|e| {
         AppError::new(
             "settings",
             format!("Your settings could not be saved: {e}."),
         )
     })?;
-    store.set(
-        SETTINGS_KEY,
-        serde_json::to_value(settings).unwrap_or_default(),
-    );
-    store.save().map_err(|e| {
+    crate::settings_file::write(&path, settings).map_err(|e| {
+        tracing::warn!(error = %e, "settings not saved");
         AppError::new(
             "settings",
             format!(
@@ -151,4 +148,41 @@ pub fn save_settings<R: Runtime>(
             ),
         )
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A save replaces the settings file whole — a new file renamed over it — rather than
+    /// truncating it and writing it again in place, where a crash midway leaves it cut short
+    /// and the user's settings gone (what tauri-plugin-store's save did).
+    #[cfg(unix)]
+    #[test]
+    fn a_save_replaces_the_settings_file_whole_never_in_place() {
+        use std::os::unix::fs::MetadataExt;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("settings.json");
+        let config = AppConfig {
+            database: dir.path().join("companion.db"),
+            settings_file: path.clone(),
+            models_dir: dir.path().join("models"),
+        };
+        let app = crate::builder(tauri::test::mock_builder(), config)
+            .build(tauri::test::mock_context(tauri::test::noop_assets()))
+            .expect("the app builds on the mock runtime");
+        save_settings(app.handle(), &path, &Settings::default()).unwrap();
+        let before = std::fs::metadata(&path).unwrap().ino();
+        let new = Settings {
+            temperature: 0.3,
+            ..Settings::default()
+        };
+        save_settings(app.handle(), &path, &new).unwrap();
+        assert_ne!(
+            std::fs::metadata(&path).unwrap().ino(),
+            before,
+            "the settings file was rewritten in place"
+        );
+        assert_eq!(load_settings(app.handle(), &path), (new, None));
+    }
 }

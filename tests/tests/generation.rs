@@ -56,6 +56,8 @@ fn chunked_prefill_equals_one_shot() {
     let ids = one_shot.tokenizer().encode(&text, true).unwrap();
     let a = one_shot.score(&ids).unwrap();
     let b = chunked.score(&ids).unwrap();
+    assert_eq!(a.len(), ids.len() - 1, "one score per position after the first");
+    assert_eq!(a.len(), b.len(), "one-shot and chunked scored different lengths");
     for (x, y) in a.iter().zip(&b) {
         assert!(
             (x.logprob - y.logprob).abs() < 1e-3,

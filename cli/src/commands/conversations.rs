@@ -103,7 +103,7 @@ pub fn run(args: Args) -> Result<()> {
                     writeln!(
                         out,
                         "{}  {}{}  ({} messages, {})",
-                        &c.id.as_str()[..8.min(c.id.as_str().len())],
+                        short(c.id.as_str()),
                         if c.pinned { "📌 " } else { "" },
                         c.title,
                         item.message_count,
@@ -148,7 +148,7 @@ pub fn run(args: Args) -> Result<()> {
                     writeln!(
                         out,
                         "{}  {} · {}: {}",
-                        &h.conversation_id.as_str()[..8.min(h.conversation_id.as_str().len())],
+                        short(h.conversation_id.as_str()),
                         h.conversation_title,
                         place,
                         snippet
@@ -171,8 +171,14 @@ pub fn run(args: Args) -> Result<()> {
         Command::Import { file, new_id } => {
             let json = std::fs::read_to_string(&file)
                 .with_context(|| format!("cannot read {}", file.display()))?;
-            let id = store.import_json(&json, new_id)?;
-            writeln!(out, "{id}")?;
+            let imported = store.import_json(&json, new_id)?;
+            if imported.replaced_id.is_some() {
+                eprintln!(
+                    "notice: the export's conversation id is not a valid one; it was imported as {}",
+                    imported.id
+                );
+            }
+            writeln!(out, "{}", imported.id)?;
         }
         Command::Rename { id, title } => {
             store.rename_conversation(&resolve(&store, &id)?, &title)?
@@ -187,4 +193,20 @@ pub fn run(args: Args) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// The first characters of an id, as `list` and `search` show it: cut on a character boundary
+/// (an id from an older database may be any text).
+fn short(id: &str) -> &str {
+    id.char_indices().nth(8).map_or(id, |(at, _)| &id[..at])
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn short_ids_are_cut_on_character_boundaries() {
+        assert_eq!(super::short("0f6c3c1e-2d0a"), "0f6c3c1e");
+        assert_eq!(super::short("aéééééééé"), "aééééééé");
+        assert_eq!(super::short("短"), "短");
+    }
 }

@@ -71,10 +71,11 @@ impl Store {
         Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
 
-    /// Start a reply: an empty assistant message in the `streaming` state.
+    /// Start a reply: an empty assistant message in the `streaming` state, owned by this
+    /// store's writer lock (see `writers.rs`) until it is finished.
     pub fn begin_reply(&self, conversation: &ConversationId) -> Result<MessageId> {
         self.in_transaction(|tx| {
-            insert_message(
+            let id = insert_message(
                 tx,
                 conversation,
                 &NewMessage {
@@ -85,7 +86,12 @@ impl Store {
                     timings: None,
                 },
                 None,
-            )
+            )?;
+            tx.execute(
+                "UPDATE messages SET writer = ?2 WHERE id = ?1",
+                params![id.0, self.writer_id()],
+            )?;
+            Ok(id)
         })
     }
 

@@ -1,10 +1,15 @@
 //! The SQLite store: one database file (WAL, foreign keys, a busy timeout, full sync so a
 //! committed message survives power loss), its schema upgrades, and the recovery of a corrupt
 //! file, which is moved aside with a timestamp — never deleted — before a fresh database is
-//! started. KV snapshots are files in a folder beside the database (see `snapshots.rs`).
+//! started. KV snapshots are files in a folder beside the database (see `snapshots.rs`); each
+//! open store holds a writer lock in another (see `writers.rs`), which is how a reply left
+//! `streaming` is known to be abandoned. Every write transaction begins IMMEDIATE (takes the
+//! write lock first), so a busy database makes it wait out the busy timeout at its start
+//! instead of failing with "database is locked" between its read and its write.
 
 mod conversations;
 mod documents;
+pub mod files;
 mod grants;
 mod messages;
 mod notes;
@@ -13,25 +18,39 @@ pub mod schema;
 mod snapshots;
 mod summaries;
 mod tool_calls;
+mod writers;
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
-use rusqlite::{Connection, ErrorCode, OpenFlags};
+use rusqlite::{Connection, ErrorCode, OpenFlags, TransactionBehavior};
 
 use crate::error::{Error, Result};
 use crate::types::now_ms;
+use files::{OsFiles, SnapshotFiles};
 
 /// Default disk budget for KV snapshots; the least recently used are pruned beyond it.
 pub const DEFAULT_SNAPSHOT_BUDGET_BYTES: u64 = 1 << 30;
 
-/// A streaming reply not checkpointed for this long belongs to a process that is gone.
-const ABANDONED_REPLY_MS: i64 = 10_000;
+/// How long a connection waits for another's lock before "database is locked".
+const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// A streaming reply written by a Companion from before writer locks (no writer recorded) and
+/// not checkpointed for this long is taken as abandoned: the old rule, kept for those rows
+/// only, since their writer cannot be asked.
+const LEGACY_ABANDONED_REPLY_MS: i64 = 10_000;
 
 #[derive(Debug, Clone)]
 pub struct StoreConfig {
     pub path: PathBuf,
     pub snapshot_budget_bytes: u64,
+    /// The files KV snapshots are written with (the operating system's by default; a
+    /// fault-injection test gives its own).
+    pub files: Arc<dyn SnapshotFiles>,
+    /// The SQLite VFS to open the database with (`None`: SQLite's default; a fault-injection
+    /// test registers its own).
+    pub vfs: Option<String>,
 }
 
 impl StoreConfig {
@@ -39,6 +58,8 @@ impl StoreConfig {
         StoreConfig {
             path: path.into(),
             snapshot_budget_bytes: DEFAULT_SNAPSHOT_BUDGET_BYTES,
+            files: Arc::new(OsFiles),
+            vfs: None,
         }
     }
 }
@@ -73,6 +94,10 @@ pub struct Store {
     path: PathBuf,
     snapshot_dir: PathBuf,
     snapshot_budget_bytes: u64,
+    files: Arc<dyn SnapshotFiles>,
+    writers_dir: PathBuf,
+    /// Held for the store's lifetime: tells other stores this one is alive.
+    writer: writers::WriterLock,
 }
 
 impl Store {
@@ -106,13 +131,14 @@ impl Store {
 
     fn open_existing(config: &StoreConfig) -> Result<Store> {
         let path = &config.path;
-        let mut conn = Connection::open_with_flags(
-            path,
-            OpenFlags::SQLITE_OPEN_READ_WRITE
-                | OpenFlags::SQLITE_OPEN_CREATE
-                | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-        )?;
-        conn.busy_timeout(Duration::from_secs(5))?;
+        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
+            | OpenFlags::SQLITE_OPEN_CREATE
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let mut conn = match &config.vfs {
+            Some(vfs) => Connection::open_with_flags_and_vfs(path, flags, vfs.as_str())?,
+            None => Connection::open_with_flags(path, flags)?,
+        };
+        conn.busy_timeout(BUSY_TIMEOUT)?;
         // Reading the schema and a quick check up front turns a non-SQLite or damaged file into
         // an error here, where it can be moved aside, rather than on some later write.
         let check: String = conn.query_row("PRAGMA quick_check(1)", [], |r| r.get(0))?;
@@ -131,17 +157,23 @@ impl Store {
                 supported: schema::SCHEMA_VERSION,
             });
         }
-        conn.pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get::<_, String>(0))?;
+        enable_wal(&conn)?;
         conn.pragma_update(None, "synchronous", "FULL")?;
         conn.pragma_update(None, "foreign_keys", "ON")?;
         schema::migrate(&mut conn, path)?;
-        let snapshot_dir = snapshot_dir_for(path);
+        let snapshot_dir = sibling_dir(path, "snapshots");
+        let writers_dir = sibling_dir(path, "writers");
+        let writer = writers::WriterLock::acquire(&writers_dir)?;
         let store = Store {
             conn,
             path: path.clone(),
             snapshot_dir,
             snapshot_budget_bytes: config.snapshot_budget_bytes,
+            files: config.files.clone(),
+            writers_dir,
+            writer,
         };
+        writers::sweep(&store.writers_dir, store.writer.id());
         store.recover_abandoned_replies()?;
         store.sweep_snapshot_files()?;
         Ok(store)
@@ -151,27 +183,44 @@ impl Store {
         &self.path
     }
 
-    /// Replies left `streaming` by a process that died keep their text and become `stopped`.
+    /// This store's writer id, recorded on the replies it streams.
+    pub(crate) fn writer_id(&self) -> &str {
+        self.writer.id()
+    }
+
+    /// Replies left `streaming` by a store that is gone (its process died, or it was dropped
+    /// mid-reply) keep their text and become `stopped`. A reply whose writer still holds its
+    /// lock is left alone however long it has been quiet.
     fn recover_abandoned_replies(&self) -> Result<()> {
-        let ids: Vec<i64> = {
+        let rows: Vec<(i64, Option<String>, i64)> = {
             let mut stmt = self.conn.prepare(
-                "SELECT id FROM messages WHERE status = 'streaming' AND updated_at < ?1",
+                "SELECT id, writer, updated_at FROM messages WHERE status = 'streaming'",
             )?;
-            stmt.query_map([now_ms() - ABANDONED_REPLY_MS], |r| r.get(0))?
+            stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
                 .collect::<rusqlite::Result<_>>()?
         };
-        for id in ids {
-            self.finish_abandoned_reply(id)?;
+        let mut alive = std::collections::HashMap::new();
+        for (id, writer, updated_at) in rows {
+            let abandoned = match writer {
+                None => updated_at < now_ms() - LEGACY_ABANDONED_REPLY_MS,
+                Some(w) if w == self.writer_id() => false,
+                Some(w) => !*alive
+                    .entry(w)
+                    .or_insert_with_key(|w| writers::is_alive(&self.writers_dir, w)),
+            };
+            if abandoned {
+                self.finish_abandoned_reply(id)?;
+            }
         }
         Ok(())
     }
 
-    /// Run `f` in one transaction.
+    /// Run `f` in one transaction, begun IMMEDIATE (see the module docs).
     pub(crate) fn in_transaction<T>(
         &self,
         f: impl FnOnce(&rusqlite::Transaction<'_>) -> Result<T>,
     ) -> Result<T> {
-        let tx = self.conn.unchecked_transaction()?;
+        let tx = rusqlite::Transaction::new_unchecked(&self.conn, TransactionBehavior::Immediate)?;
         let out = f(&tx)?;
         tx.commit()?;
         Ok(out)
@@ -182,6 +231,30 @@ impl Store {
         Ok(self
             .conn
             .query_row("PRAGMA integrity_check", [], |r| r.get(0))?)
+    }
+}
+
+/// Put the database in WAL mode (once: it is a property of the file). The switch needs every
+/// other connection's lock released, and SQLite answers "database is locked" at once rather
+/// than through the busy handler when stores open a fresh database together, so it is retried
+/// within the busy timeout, as the handler would.
+fn enable_wal(conn: &Connection) -> Result<()> {
+    let mode: String = conn.pragma_query_value(None, "journal_mode", |r| r.get(0))?;
+    if mode.eq_ignore_ascii_case("wal") {
+        return Ok(());
+    }
+    let deadline = std::time::Instant::now() + BUSY_TIMEOUT;
+    loop {
+        match conn.pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get::<_, String>(0)) {
+            Ok(_) => return Ok(()),
+            Err(e)
+                if e.sqlite_error_code() == Some(ErrorCode::DatabaseBusy)
+                    && std::time::Instant::now() < deadline =>
+            {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            Err(e) => return Err(e.into()),
+        }
     }
 }
 
@@ -206,12 +279,13 @@ pub fn default_database_path() -> PathBuf {
         .join("companion.db")
 }
 
-fn snapshot_dir_for(db: &Path) -> PathBuf {
+/// `NAME.what` beside the database `NAME`.
+fn sibling_dir(db: &Path, what: &str) -> PathBuf {
     let name = db
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_else(|| "companion.db".into());
-    db.with_file_name(format!("{name}.snapshots"))
+    db.with_file_name(format!("{name}.{what}"))
 }
 
 fn is_corruption(e: &rusqlite::Error) -> bool {
@@ -299,5 +373,79 @@ mod tests {
         let messages = store.messages(&c.id).unwrap();
         assert_eq!(messages[0].text, "kept");
         assert_eq!(store.integrity_check().unwrap(), "ok");
+    }
+
+    /// A read-then-write transaction while another connection writes: begun IMMEDIATE, it
+    /// holds the write lock from its start, so the other writer waits (its busy handler runs)
+    /// and neither fails. Begun DEFERRED, the other writer would commit between the read and
+    /// the write, and the write would fail at once with "database is locked" (SQLITE_BUSY,
+    /// which no busy timeout retries, since the transaction's snapshot is stale).
+    #[test]
+    fn a_read_then_write_transaction_is_not_failed_by_another_writer() {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        use std::sync::mpsc;
+
+        static OTHER_WAITED: AtomicBool = AtomicBool::new(false);
+        fn waiting(_: i32) -> bool {
+            OTHER_WAITED.store(true, Ordering::SeqCst);
+            std::thread::sleep(Duration::from_millis(1));
+            true
+        }
+
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.db");
+        let store = Store::open(&path).unwrap().store;
+        let c = store
+            .create_conversation("busy", None, &serde_json::json!({}))
+            .unwrap();
+        let (go, started) = mpsc::channel::<()>();
+        let (committed, done) = mpsc::channel::<rusqlite::Result<()>>();
+        let other = std::thread::spawn(move || {
+            let conn = Connection::open(&path).unwrap();
+            conn.busy_handler(Some(waiting)).unwrap();
+            started.recv().unwrap();
+            let r = conn
+                .execute(
+                    "UPDATE conversations SET title = 'other' WHERE id = ?1",
+                    [c.id.as_str()],
+                )
+                .map(|_| ());
+            committed.send(r).unwrap();
+        });
+        let c2 = store.conversation(&store.list_conversations(0, 1).unwrap()[0].conversation.id);
+        let id = c2.unwrap().id;
+        let result = store.in_transaction(|tx| {
+            let title: String = tx.query_row(
+                "SELECT title FROM conversations WHERE id = ?1",
+                [id.as_str()],
+                |r| r.get(0),
+            )?;
+            go.send(()).unwrap();
+            // wait until the other writer has either committed or is waiting for our lock
+            loop {
+                if OTHER_WAITED.load(Ordering::SeqCst) {
+                    break;
+                }
+                match done.try_recv() {
+                    Ok(r) => {
+                        r.unwrap();
+                        break;
+                    }
+                    Err(_) => std::thread::yield_now(),
+                }
+            }
+            tx.execute(
+                "UPDATE conversations SET title = ?2 WHERE id = ?1",
+                rusqlite::params![id.as_str(), format!("{title}!")],
+            )?;
+            Ok(())
+        });
+        result.expect("the read-then-write transaction commits");
+        other.join().unwrap();
+        assert_eq!(
+            store.conversation(&id).unwrap().title,
+            "other",
+            "the other writer ran after"
+        );
     }
 }

@@ -9,7 +9,7 @@ use rusqlite::Connection;
 use crate::error::{Error, Result};
 
 /// The schema version this code writes.
-pub const SCHEMA_VERSION: i64 = 3;
+pub const SCHEMA_VERSION: i64 = 4;
 
 /// Version 1: conversations, messages, L2 summaries and KV snapshot records.
 const V1: &str = "
@@ -149,6 +149,12 @@ CREATE INDEX tool_calls_by_time ON tool_calls (created_at, id);
 CREATE INDEX tool_calls_by_conversation ON tool_calls (conversation_id, created_at);
 ";
 
+/// Version 4: the writer (see `writers.rs`) of a reply while it streams, so that only a reply
+/// whose writer is gone is taken as abandoned. Rows from before have none.
+const V4: &str = "
+ALTER TABLE messages ADD COLUMN writer TEXT;
+";
+
 /// One upgrade step: SQL, then Rust for what SQL cannot do (filling a new index).
 struct Step {
     sql: &'static str,
@@ -166,6 +172,10 @@ const STEPS: [Step; SCHEMA_VERSION as usize] = [
     },
     Step {
         sql: V3,
+        after: None,
+    },
+    Step {
+        sql: V4,
         after: None,
     },
 ];
@@ -192,7 +202,11 @@ pub fn migrate(conn: &mut Connection, path: &std::path::Path) -> Result<()> {
     }
     for version in found..SCHEMA_VERSION {
         let step = &STEPS[version as usize];
-        let tx = conn.transaction()?;
+        let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        // another process may have run this step while we waited for the write lock
+        if user_version(&tx)? > version {
+            continue;
+        }
         tx.execute_batch(step.sql)?;
         if let Some(after) = step.after {
             after(&tx)?;

@@ -1,15 +1,22 @@
 //! L3 KV snapshots: the engine's snapshot bytes (opaque here) in one file per conversation in
 //! a folder beside the database, with a row that says what they were made with. A file is
-//! written to a temporary name, synced and renamed before its row is committed, so a crash
-//! leaves either the old snapshot or the new one, never half of one; files without a row are
-//! swept at open. Snapshots are invalidated when the model or the format changes, and the
-//! least recently used are pruned beyond the disk budget.
+//! written durably (temporary name, sync, rename, sync of the folder: `files.rs`) before its
+//! row is committed, so a crash — power loss included — leaves either the old snapshot or the
+//! new one, never half of one, and a snapshot reported saved is there after it; files without
+//! a row are swept at open.
+//!
+//! File names are built only from valid conversation ids (UUIDs, see
+//! [`ConversationId::is_valid`]) and a name read back from a row is used only when it is one
+//! this code could have made, so no id or row can name a path outside the folder. Snapshots
+//! are invalidated when the model or the format changes, and the least recently used are
+//! pruned beyond the disk budget.
 
-use std::io::Write;
+use std::path::PathBuf;
 
 use rusqlite::{OptionalExtension, params};
 
 use super::Store;
+use super::files::write_durably;
 use crate::error::{Error, Result};
 use crate::types::{ConversationId, SnapshotInfo, SnapshotKey, now_ms};
 
@@ -35,22 +42,12 @@ impl Store {
             return Ok(false);
         }
         self.conversation(conversation)?;
-        let dir = &self.snapshot_dir;
-        std::fs::create_dir_all(dir).map_err(|e| Error::io("create", dir, e))?;
+        let name = snapshot_file_name(conversation)?;
         let now = now_ms();
-        let name = format!("{}-{now}.{EXTENSION}", conversation.as_str());
-        let tmp = dir.join(format!("{name}.tmp"));
+        let dir = &self.snapshot_dir;
         let target = dir.join(&name);
-        let written = (|| {
-            let mut f = std::fs::File::create(&tmp)?;
-            f.write_all(bytes)?;
-            f.sync_all()?;
-            std::fs::rename(&tmp, &target)
-        })();
-        if let Err(e) = written {
-            let _ = std::fs::remove_file(&tmp);
-            return Err(Error::io("write the snapshot", &target, e));
-        }
+        write_durably(&*self.files, dir, &name, &format!("{name}.tmp"), bytes)
+            .map_err(|e| Error::io("write the snapshot", &target, e))?;
         let old = self.in_transaction(|tx| {
             let old = take_snapshot_row(tx, conversation)?;
             tx.execute(
@@ -72,7 +69,7 @@ impl Store {
         let old = match old {
             Ok(old) => old,
             Err(e) => {
-                let _ = std::fs::remove_file(&target);
+                self.remove_snapshot_file(&name);
                 return Err(e);
             }
         };
@@ -103,7 +100,11 @@ impl Store {
             [conversation.as_str()],
             |r| r.get(0),
         )?;
-        match std::fs::read(self.snapshot_dir.join(&file)) {
+        let read = match self.snapshot_path(&file) {
+            Some(path) => self.files.read(&path),
+            None => Err(std::io::ErrorKind::InvalidData.into()),
+        };
+        match read {
             Ok(bytes) if bytes.len() as i64 == info.byte_count => {
                 self.conn.execute(
                     "UPDATE kv_snapshots SET last_used_at = ?2 WHERE conversation_id = ?1",
@@ -197,9 +198,21 @@ impl Store {
         Ok(())
     }
 
+    /// The path of the snapshot file `file` names, when it is a name this code makes.
+    fn snapshot_path(&self, file: &str) -> Option<PathBuf> {
+        if is_snapshot_file_name(file) {
+            Some(self.snapshot_dir.join(file))
+        } else {
+            tracing::warn!("a snapshot row names a file outside the snapshot folder; ignored");
+            None
+        }
+    }
+
     pub(crate) fn remove_snapshot_file(&self, file: &str) {
-        let path = self.snapshot_dir.join(file);
-        if let Err(e) = std::fs::remove_file(&path)
+        let Some(path) = self.snapshot_path(file) else {
+            return;
+        };
+        if let Err(e) = self.files.remove(&path)
             && e.kind() != std::io::ErrorKind::NotFound
         {
             tracing::warn!(path = %path.display(), error = %e, "cannot remove a snapshot file");
@@ -209,7 +222,7 @@ impl Store {
     /// Remove files in the snapshot folder that no row references (a crash between writing a
     /// file and committing its row, or between committing and removing the old file).
     pub(crate) fn sweep_snapshot_files(&self) -> Result<()> {
-        let Ok(entries) = std::fs::read_dir(&self.snapshot_dir) else {
+        let Ok(entries) = self.files.list(&self.snapshot_dir) else {
             return Ok(());
         };
         let known: std::collections::HashSet<String> = {
@@ -217,15 +230,38 @@ impl Store {
             stmt.query_map([], |r| r.get(0))?
                 .collect::<rusqlite::Result<_>>()?
         };
-        for entry in entries.flatten() {
-            let name = entry.file_name().to_string_lossy().into_owned();
-            let ours = name.ends_with(&format!(".{EXTENSION}")) || name.ends_with(".tmp");
-            if ours && !known.contains(&name) {
+        for name in entries {
+            if is_snapshot_file_name(&name) && !known.contains(&name) {
                 self.remove_snapshot_file(&name);
             }
         }
         Ok(())
     }
+}
+
+/// A new file name for the conversation's snapshot: its id, then a fresh random part, so no two
+/// saves share a name (a crash between a rename and its row's commit must not leave an old row
+/// naming new bytes). Refuses an id that is not valid: ids reach file names only from here.
+fn snapshot_file_name(conversation: &ConversationId) -> Result<String> {
+    if !conversation.is_valid() {
+        return Err(Error::InvalidArgument(
+            "this conversation's id is not a valid one, so its snapshot cannot be stored".into(),
+        ));
+    }
+    let unique = uuid::Uuid::new_v4().simple();
+    Ok(format!("{}-{unique}.{EXTENSION}", conversation.as_str()))
+}
+
+/// Whether `name` is one [`snapshot_file_name`] makes (or its temporary name): letters, digits,
+/// `-` and `.` only, not starting with a dot, ending `.kv` or `.kv.tmp`. Such a name cannot
+/// leave the snapshot folder.
+fn is_snapshot_file_name(name: &str) -> bool {
+    !name.starts_with('.')
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.')
+        && (name.ends_with(&format!(".{EXTENSION}"))
+            || name.ends_with(&format!(".{EXTENSION}.tmp")))
 }
 
 /// Delete the conversation's snapshot row inside `tx`; returns its file for removal after
