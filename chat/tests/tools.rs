@@ -150,7 +150,11 @@ fn grants_kept_in_the_store_open_the_sandbox_and_the_store_stays_private() -> Re
         out.text_for_model,
         "docs: 0 folders, 1 files\nplan.txt  (19 bytes)"
     );
-    for path in ["docs/companion.db", "docs/companion.db-wal"] {
+    for path in [
+        "docs/companion.db",
+        "docs/companion.db-wal",
+        "docs/companion.db.writers",
+    ] {
         let e = call(&toolbox, None, "read_file", json!({ "path": path })).unwrap_err();
         assert_eq!(e.code(), "private_data", "{path}");
     }

@@ -15,17 +15,10 @@ pub use summarize::JobSummarizer;
 use agent::{GrantMode, GrantSpec, Sandbox};
 use memory::Store;
 
-/// Companion's own files for a database at `db`: the database, its WAL and shared-memory
-/// files, its snapshot folder, and the default data folder. Tools never list or read them.
+/// Companion's own files for a database at `db`: everything the store keeps beside it
+/// ([`memory::store_files`]) and the default data folder. Tools never list or read them.
 pub fn private_paths(db: &Path) -> Vec<PathBuf> {
-    let name = db
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "companion.db".into());
-    let mut paths: Vec<PathBuf> = ["", "-wal", "-shm", "-journal", ".snapshots"]
-        .iter()
-        .map(|suffix| db.with_file_name(format!("{name}{suffix}")))
-        .collect();
+    let mut paths = memory::store_files(db);
     if let Some(data_dir) = memory::default_database_path().parent() {
         paths.push(data_dir.to_path_buf());
     }

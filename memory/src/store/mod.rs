@@ -280,6 +280,24 @@ pub fn default_database_path() -> PathBuf {
 }
 
 /// `NAME.what` beside the database `NAME`.
+/// Every file and folder a store at `db` keeps beside itself: the database, SQLite's WAL,
+/// shared-memory and journal files, the KV snapshot folder and the writer locks. The one
+/// place that names them, so that whoever must keep them private (the agent's sandbox)
+/// cannot fall behind when a new one is added.
+pub fn store_files(db: &Path) -> Vec<PathBuf> {
+    let name = db
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "companion.db".into());
+    let mut files: Vec<PathBuf> = ["", "-wal", "-shm", "-journal"]
+        .iter()
+        .map(|suffix| db.with_file_name(format!("{name}{suffix}")))
+        .collect();
+    files.push(sibling_dir(db, "snapshots"));
+    files.push(sibling_dir(db, "writers"));
+    files
+}
+
 fn sibling_dir(db: &Path, what: &str) -> PathBuf {
     let name = db
         .file_name()
