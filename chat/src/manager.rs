@@ -186,11 +186,7 @@ impl ConversationManager {
         if history.is_empty() {
             return Ok(Resume::Empty);
         }
-        let tokens = self
-            .engine
-            .tokenizer()
-            .encode_chat(&history, false)?
-            .len();
+        let tokens = self.engine.tokenizer().encode_chat(&history, false)?.len();
         // the engine prefills this while nothing else is asked of it; a send reuses it
         self.engine.prefill_history(history)?;
         Ok(Resume::Reprefill { tokens })

@@ -10,8 +10,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::{Error, Result};
 use crate::arch::ModelArch;
+use crate::error::{Error, Result};
 
 /// Positions a global layer grows by at a time.
 pub const PAGE_SIZE: usize = 256;

@@ -114,12 +114,14 @@ impl KvCache {
             let (n_kv, d) = (l.n_kv_head, l.head_dim);
             let data = match &storage {
                 KvStorage::Host => {
-                    let (slots, reserve) = if l.sliding { (ring, ring) } else { (0, context) };
+                    let (slots, reserve) = if l.sliding {
+                        (ring, ring)
+                    } else {
+                        (0, context)
+                    };
                     let values = |n: usize| n_kv.checked_mul(n).and_then(|x| x.checked_mul(d));
                     let (Some(cap), Some(len)) = (values(reserve), values(slots)) else {
-                        return Err(Error::InvalidArgument(
-                            "the KV cache size overflows".into(),
-                        ));
+                        return Err(Error::InvalidArgument("the KV cache size overflows".into()));
                     };
                     LayerData::Host {
                         k: reserved(cap, len)?,

@@ -103,7 +103,9 @@ impl SnapshotHeader {
         let sliding_window = r.u32("sliding window")?;
         let count = r.u32("cache layers")?;
         if count > MAX_LAYERS {
-            return Err(Error::SnapshotCorrupt(format!("it claims {count} cache layers")));
+            return Err(Error::SnapshotCorrupt(format!(
+                "it claims {count} cache layers"
+            )));
         }
         let mut layers = Vec::with_capacity(count as usize);
         for _ in 0..count {
@@ -172,7 +174,11 @@ impl SnapshotHeader {
         for (want, got) in expected.layers.iter().zip(&self.layers) {
             let fields = [
                 ("cache layer", want.layer, got.layer),
-                ("sliding layers", u32::from(want.sliding), u32::from(got.sliding)),
+                (
+                    "sliding layers",
+                    u32::from(want.sliding),
+                    u32::from(got.sliding),
+                ),
                 ("n_kv_head", want.n_kv_head, got.n_kv_head),
                 ("head_dim", want.head_dim, got.head_dim),
             ];

@@ -60,11 +60,19 @@ fn fixtures() -> Vec<(String, PathBuf, Reference)> {
             let json = dir.join(format!("{stem}.llamacpp.json"));
             let text = std::fs::read_to_string(&json)
                 .unwrap_or_else(|e| panic!("{}: {e}", json.display()));
-            out.push((stem, path, serde_json::from_str(&text).expect("reference JSON")));
+            out.push((
+                stem,
+                path,
+                serde_json::from_str(&text).expect("reference JSON"),
+            ));
         }
     }
     out.sort_by(|a, b| a.0.cmp(&b.0));
-    assert!(out.len() >= 14, "expected the 14 fixtures in {}", dir.display());
+    assert!(
+        out.len() >= 14,
+        "expected the 14 fixtures in {}",
+        dir.display()
+    );
     out
 }
 
@@ -128,12 +136,19 @@ fn check_backend(backend: BackendChoice) {
             rate * 100.0
         );
         if rate < min_rate || mean > max_mean {
-            failures.push(format!("{line}  (needs ≥ {:.0}%, ≤ {max_mean})", min_rate * 100.0));
+            failures.push(format!(
+                "{line}  (needs ≥ {:.0}%, ≤ {max_mean})",
+                min_rate * 100.0
+            ));
         }
         report.push(line);
     }
     eprintln!("{backend:?} backend:\n{}", report.join("\n"));
-    assert!(failures.is_empty(), "below the limits:\n{}", failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "below the limits:\n{}",
+        failures.join("\n")
+    );
 }
 
 #[test]
@@ -153,8 +168,18 @@ fn tokenizations_equal_llamacpps() {
         let tok = engine::GemmaTokenizer::from_gguf(&file).expect("tokenizer");
         for case in &reference.tokenize {
             let ctx = || format!("{stem}: {:?}", case.text);
-            assert_eq!(tok.encode_special(&case.text, false).unwrap(), case.ids, "{}", ctx());
-            assert_eq!(tok.encode_special(&case.text, true).unwrap(), case.ids_with_bos, "{}", ctx());
+            assert_eq!(
+                tok.encode_special(&case.text, false).unwrap(),
+                case.ids,
+                "{}",
+                ctx()
+            );
+            assert_eq!(
+                tok.encode_special(&case.text, true).unwrap(),
+                case.ids_with_bos,
+                "{}",
+                ctx()
+            );
             assert_eq!(
                 tok.encode_with(&case.text, false, Special::Plain).unwrap(),
                 case.ids_no_parse_special,

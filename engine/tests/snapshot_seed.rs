@@ -8,11 +8,13 @@ use std::path::PathBuf;
 use engine::{Engine, EngineConfig};
 
 fn fixture() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/gemma-family/gemma3-gqa.q8_0.gguf")
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/fixtures/gemma-family/gemma3-gqa.q8_0.gguf")
 }
 
 fn seed() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../fuzz/corpus/snapshot_restore/gemma3-gqa-40-tokens.cmpkv")
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../fuzz/corpus/snapshot_restore/gemma3-gqa-40-tokens.cmpkv")
 }
 
 #[test]

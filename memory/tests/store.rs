@@ -108,7 +108,11 @@ fn a_version_3_database_keeps_its_agent_data_and_its_writerless_reply_is_stopped
     let chinese = store.resolve_conversation("7d1e5b9a")?;
     let messages = store.messages(&chinese)?;
     assert_eq!(messages.len(), 2);
-    assert_eq!(messages[1].status, MessageStatus::Stopped, "no writer holds it");
+    assert_eq!(
+        messages[1].status,
+        MessageStatus::Stopped,
+        "no writer holds it"
+    );
     assert_eq!(messages[1].text, "好主意，公园里");
     assert_eq!(store.search_notes("ryokan", 10)?.len(), 1);
     assert_eq!(store.reminders(false, 10)?.len(), 1);

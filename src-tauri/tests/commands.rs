@@ -394,8 +394,16 @@ async fn engine_settings_and_a_model_switch_reload_and_reopen_the_conversation()
     let info = model::model_info(state.clone()).await.unwrap().unwrap();
     assert_eq!(info.sha256, engine::DEFAULT_MODEL_SHA256);
     assert_eq!(info.context, 1024);
-    assert_eq!((info.family.as_str(), info.architecture.as_str()), ("Gemma 3", "gemma3"));
-    assert!(info.layout.starts_with("gemma3, 18 layers (15 sliding, window 512)"), "{}", info.layout);
+    assert_eq!(
+        (info.family.as_str(), info.architecture.as_str()),
+        ("Gemma 3", "gemma3")
+    );
+    assert!(
+        info.layout
+            .starts_with("gemma3, 18 layers (15 sliding, window 512)"),
+        "{}",
+        info.layout
+    );
 
     // a new context size: the engine reloads in the background and reopens the conversation
     let mut s = settings_cmd::get_settings(state.clone());

@@ -106,7 +106,10 @@ fn another_architecture_is_named_in_the_error() {
             "{err:?}"
         );
         assert!(err.to_string().contains(&format!("`{arch}`")), "{err}");
-        assert!(err.to_string().contains("gemma, gemma2, gemma3 and gemma4"), "{err}");
+        assert!(
+            err.to_string().contains("gemma, gemma2, gemma3 and gemma4"),
+            "{err}"
+        );
     }
 }
 
@@ -119,7 +122,8 @@ fn a_gemma_of_any_generation_with_missing_keys_is_refused_by_name() {
         let err = load(&path).err().unwrap();
         assert_eq!(err.code(), "invalid_model");
         assert!(
-            err.to_string().contains(&format!("`{arch}.block_count` is missing")),
+            err.to_string()
+                .contains(&format!("`{arch}.block_count` is missing")),
             "{err}"
         );
     }
@@ -130,7 +134,11 @@ fn a_gemma_of_any_generation_with_missing_keys_is_refused_by_name() {
 fn unsupported_kinds_of_model_are_refused_in_one_line() {
     let dir = tempfile::tempdir().unwrap();
     let cases: Vec<(&str, Vec<(&str, Value)>, &str)> = vec![
-        ("gemma4", vec![("gemma4.expert_count", Value::U32(128))], "mixture-of-experts"),
+        (
+            "gemma4",
+            vec![("gemma4.expert_count", Value::U32(128))],
+            "mixture-of-experts",
+        ),
         ("clip", vec![], "projector"),
         ("gemma-embedding", vec![], "embedding model"),
         ("gemma3n", vec![], "Gemma 3n"),
@@ -151,8 +159,16 @@ fn unsupported_kinds_of_model_are_refused_in_one_line() {
 fn hostile_header_values_are_refused_not_trusted() {
     let dir = tempfile::tempdir().unwrap();
     let cases: Vec<(&str, Vec<(&str, Value)>, &str)> = vec![
-        ("alignment0", vec![("general.alignment", Value::U32(0))], "general.alignment"),
-        ("alignment5", vec![("general.alignment", Value::U32(5))], "general.alignment"),
+        (
+            "alignment0",
+            vec![("general.alignment", Value::U32(0))],
+            "general.alignment",
+        ),
+        (
+            "alignment5",
+            vec![("general.alignment", Value::U32(5))],
+            "general.alignment",
+        ),
         (
             "layers",
             vec![("gemma3.block_count", Value::U64(1 << 60))],
@@ -178,10 +194,18 @@ fn the_bounded_parser_reads_the_real_header_as_candle_does() {
     assert_eq!(ours.tensor_infos.len(), theirs.tensor_infos.len());
     for (name, t) in &theirs.tensor_infos {
         let o = &ours.tensor_infos[name];
-        assert_eq!((o.ggml_dtype, o.shape.dims(), o.offset), (t.ggml_dtype, t.shape.dims(), t.offset), "{name}");
+        assert_eq!(
+            (o.ggml_dtype, o.shape.dims(), o.offset),
+            (t.ggml_dtype, t.shape.dims(), t.offset),
+            "{name}"
+        );
     }
     assert_eq!(ours.metadata.len(), theirs.metadata.len());
     for (key, v) in &theirs.metadata {
-        assert_eq!(format!("{:?}", ours.metadata[key]), format!("{v:?}"), "{key}");
+        assert_eq!(
+            format!("{:?}", ours.metadata[key]),
+            format!("{v:?}"),
+            "{key}"
+        );
     }
 }

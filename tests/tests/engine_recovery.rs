@@ -17,7 +17,11 @@ fn greedy(max_tokens: usize) -> GenerateParams {
 fn a_panic_is_reported_and_the_engine_reloads_and_goes_on() {
     let handle = spawn_engine(512);
     let prompt = || Prompt::Text("The lighthouse keeper".into());
-    let before = handle.generate(prompt(), greedy(12)).unwrap().wait(|_| {}).unwrap();
+    let before = handle
+        .generate(prompt(), greedy(12))
+        .unwrap()
+        .wait(|_| {})
+        .unwrap();
     let scratch = handle.open_session().unwrap();
     assert_eq!(handle.restarts(), 0);
 
@@ -26,9 +30,16 @@ fn a_panic_is_reported_and_the_engine_reloads_and_goes_on() {
     assert!(err.to_string().contains("restarted"), "{err}");
 
     // served by the reloaded model, exactly as before
-    let after = handle.generate(prompt(), greedy(12)).unwrap().wait(|_| {}).unwrap();
+    let after = handle
+        .generate(prompt(), greedy(12))
+        .unwrap()
+        .wait(|_| {})
+        .unwrap();
     assert_eq!(after.ids, before.ids);
-    assert_eq!(after.stats.reused_tokens, 0, "the conversation's cache started over");
+    assert_eq!(
+        after.stats.reused_tokens, 0,
+        "the conversation's cache started over"
+    );
     assert_eq!(handle.restarts(), 1);
     // sessions opened before the panic are gone; new ones work
     let gone = handle

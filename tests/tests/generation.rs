@@ -56,8 +56,16 @@ fn chunked_prefill_equals_one_shot() {
     let ids = one_shot.tokenizer().encode(&text, true).unwrap();
     let a = one_shot.score(&ids).unwrap();
     let b = chunked.score(&ids).unwrap();
-    assert_eq!(a.len(), ids.len() - 1, "one score per position after the first");
-    assert_eq!(a.len(), b.len(), "one-shot and chunked scored different lengths");
+    assert_eq!(
+        a.len(),
+        ids.len() - 1,
+        "one score per position after the first"
+    );
+    assert_eq!(
+        a.len(),
+        b.len(),
+        "one-shot and chunked scored different lengths"
+    );
     for (x, y) in a.iter().zip(&b) {
         assert!(
             (x.logprob - y.logprob).abs() < 1e-3,
@@ -110,8 +118,12 @@ fn chat_template_renders_the_reference_chat_prompt() {
         .find(|c| c.prompt.starts_with("<start_of_turn>user"))
         .expect("a chat case");
     let messages = [ChatMessage::user("Write a haiku about summer.")];
-    let segments = engine::tokenizer::render_chat(engine.tokenizer().chat_format(), &messages, true);
-    assert_eq!(engine::tokenizer::segments_to_string(&segments), case.prompt);
+    let segments =
+        engine::tokenizer::render_chat(engine.tokenizer().chat_format(), &messages, true);
+    assert_eq!(
+        engine::tokenizer::segments_to_string(&segments),
+        case.prompt
+    );
     assert_eq!(
         engine.tokenizer().encode_chat(&messages, true).unwrap(),
         case.prompt_ids
@@ -177,17 +189,13 @@ fn a_second_turn_reuses_the_cached_prefix() {
     let mut messages = vec![ChatMessage::user("Name a color.")];
     let mut s = engine.new_session().unwrap();
     let p = params(16, SamplingParams::greedy());
-    let first = tok
-        .encode_chat(&messages, true)
-        .unwrap();
+    let first = tok.encode_chat(&messages, true).unwrap();
     let g = engine
         .generate(&mut s, &first, &p, &AtomicBool::new(false), &mut |_| {})
         .unwrap();
     messages.push(ChatMessage::assistant(g.text));
     messages.push(ChatMessage::user("Another one."));
-    let second = tok
-        .encode_chat(&messages, true)
-        .unwrap();
+    let second = tok.encode_chat(&messages, true).unwrap();
     let g2 = engine
         .generate(&mut s, &second, &p, &AtomicBool::new(false), &mut |_| {})
         .unwrap();

@@ -376,10 +376,7 @@ fn a_stale_draft_stops_at_a_chunk_boundary_and_keeps_what_it_prefilled() {
 fn send_prompt(engine: &engine::Engine, history: &[ChatMessage], draft: &str) -> Vec<u32> {
     let mut messages = history.to_vec();
     messages.push(ChatMessage::user(draft));
-    engine
-        .tokenizer()
-        .encode_chat(&messages, true)
-        .unwrap()
+    engine.tokenizer().encode_chat(&messages, true).unwrap()
 }
 
 fn spawn(context: usize) -> EngineHandle {
@@ -473,7 +470,9 @@ fn work_on_a_scratch_session_leaves_the_conversation_and_its_draft_alone() {
         ChatMessage::assistant("They guide ships past the rocks at night."),
     ];
     let draft = "And who keeps them lit";
-    handle.set_draft(history.clone(), draft.to_string()).unwrap();
+    handle
+        .set_draft(history.clone(), draft.to_string())
+        .unwrap();
     let drafted = handle.session_tokens().unwrap();
     assert!(drafted.len() > 20, "the draft is in the cache");
 
@@ -502,7 +501,11 @@ fn work_on_a_scratch_session_leaves_the_conversation_and_its_draft_alone() {
         .unwrap()
         .wait(|_| {})
         .unwrap();
-    assert_eq!(sent.stats.reused_tokens, sent.stats.prompt_tokens, "{:?}", sent.stats);
+    assert_eq!(
+        sent.stats.reused_tokens, sent.stats.prompt_tokens,
+        "{:?}",
+        sent.stats
+    );
 
     // a closed session takes no more work
     let id = scratch.id();

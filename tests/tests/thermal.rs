@@ -327,7 +327,10 @@ fn cancel_ends_a_paused_reply_at_once() {
         }
     });
     let g = trace.done.as_ref().unwrap();
-    eprintln!("cancel ended the paused reply after {:?}", cancelled_at.unwrap().elapsed());
+    eprintln!(
+        "cancel ended the paused reply after {:?}",
+        cancelled_at.unwrap().elapsed()
+    );
     assert_eq!(g.stop_reason, StopReason::Cancelled);
     // the first token comes from the prompt; nothing was decoded while critical
     assert_eq!(g.ids.len(), 1);

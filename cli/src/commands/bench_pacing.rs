@@ -49,7 +49,11 @@ pub fn thermal_config(file: &PacingFile, mut base: engine::ThermalConfig) -> eng
 /// Nominal for 40 tokens, then each state for `PHASE`, then stop.
 const PHASE: Duration = Duration::from_secs(3);
 
-pub fn measure(engine: &EngineHandle, file: &PacingFile, prompt: Vec<u32>) -> Result<serde_json::Value> {
+pub fn measure(
+    engine: &EngineHandle,
+    file: &PacingFile,
+    prompt: Vec<u32>,
+) -> Result<serde_json::Value> {
     let config = engine.thermal().config().clone();
     engine.reset_session()?;
     let params = GenerateParams {

@@ -184,7 +184,10 @@ impl ModelArch {
 
     /// Layers that store K and V (all but Gemma 4's shared layers).
     pub fn storing_layers(&self) -> impl Iterator<Item = (usize, &LayerArch)> {
-        self.layers.iter().enumerate().filter(|(_, l)| l.stores_kv())
+        self.layers
+            .iter()
+            .enumerate()
+            .filter(|(_, l)| l.stores_kv())
     }
 
     /// The layer whose cache layer `il` attends over.
@@ -197,10 +200,18 @@ impl ModelArch {
 
     /// Widest Q, KV and FFN of any layer (scratch sizing, the memory estimate).
     pub fn max_q_width(&self) -> usize {
-        self.layers.iter().map(LayerArch::q_width).max().unwrap_or(0)
+        self.layers
+            .iter()
+            .map(LayerArch::q_width)
+            .max()
+            .unwrap_or(0)
     }
     pub fn max_kv_width(&self) -> usize {
-        self.layers.iter().map(LayerArch::kv_width).max().unwrap_or(0)
+        self.layers
+            .iter()
+            .map(LayerArch::kv_width)
+            .max()
+            .unwrap_or(0)
     }
     pub fn max_ff(&self) -> usize {
         self.layers.iter().map(|l| l.n_ff).max().unwrap_or(0)
@@ -261,7 +272,13 @@ impl ModelArch {
     /// heads of `head_dim` (queries: twice as many heads), the last `shared` layers reading the
     /// last stored layer of their kind.
     #[cfg(test)]
-    pub(crate) fn for_tests(sliding: &[bool], n_kv: usize, head_dim: usize, window: usize, shared: usize) -> Self {
+    pub(crate) fn for_tests(
+        sliding: &[bool],
+        n_kv: usize,
+        head_dim: usize,
+        window: usize,
+        shared: usize,
+    ) -> Self {
         let n = sliding.len();
         let kv_from = n - shared;
         let layers = sliding
@@ -405,14 +422,20 @@ impl Reader<'_> {
             None => n_embd / n_head0.max(1),
         };
         let value_full = m.opt_usize(&key(keys::VALUE_LENGTH))?.unwrap_or(head_full);
-        let head_swa = m.opt_usize(&key(keys::KEY_LENGTH_SWA))?.unwrap_or(head_full);
-        let value_swa = m.opt_usize(&key(keys::VALUE_LENGTH_SWA))?.unwrap_or(head_swa);
+        let head_swa = m
+            .opt_usize(&key(keys::KEY_LENGTH_SWA))?
+            .unwrap_or(head_full);
+        let value_swa = m
+            .opt_usize(&key(keys::VALUE_LENGTH_SWA))?
+            .unwrap_or(head_swa);
         if value_full != head_full || value_swa != head_swa {
-            return Err(self.unsupported(
-                "key and value heads of different sizes (Gemma never has them)",
-            ));
+            return Err(
+                self.unsupported("key and value heads of different sizes (Gemma never has them)")
+            );
         }
-        let rot_full = m.opt_usize(&key(keys::ROPE_DIMENSION_COUNT))?.unwrap_or(head_full);
+        let rot_full = m
+            .opt_usize(&key(keys::ROPE_DIMENSION_COUNT))?
+            .unwrap_or(head_full);
         let rot_swa = m
             .opt_usize(&key(keys::ROPE_DIMENSION_COUNT_SWA))?
             .unwrap_or(rot_full);
@@ -430,8 +453,12 @@ impl Reader<'_> {
         }
         let sliding = match (family, window) {
             (_, None) | (Family::Gemma, _) => vec![false; n_layer],
-            (Family::Gemma2, Some(_)) => self.sliding_pattern(&key(keys::SLIDING_WINDOW_PATTERN), n_layer, 2)?,
-            (Family::Gemma3, Some(_)) => self.sliding_pattern(&key(keys::SLIDING_WINDOW_PATTERN), n_layer, 6)?,
+            (Family::Gemma2, Some(_)) => {
+                self.sliding_pattern(&key(keys::SLIDING_WINDOW_PATTERN), n_layer, 2)?
+            }
+            (Family::Gemma3, Some(_)) => {
+                self.sliding_pattern(&key(keys::SLIDING_WINDOW_PATTERN), n_layer, 6)?
+            }
             (Family::Gemma4, Some(_)) => {
                 let key = key(keys::SLIDING_WINDOW_PATTERN);
                 let pattern = self.bool_array(&key)?.ok_or_else(|| {
@@ -451,10 +478,17 @@ impl Reader<'_> {
         let base_full = m.opt_f32(&key(keys::ROPE_FREQ_BASE))?.unwrap_or(10_000.0);
         let base_swa = match family {
             // gemma2 copies the global base and scale to its sliding layers
-            Family::Gemma2 => m.opt_f32(&key(keys::ROPE_FREQ_BASE_SWA))?.unwrap_or(base_full),
-            _ => m.opt_f32(&key(keys::ROPE_FREQ_BASE_SWA))?.unwrap_or(10_000.0),
+            Family::Gemma2 => m
+                .opt_f32(&key(keys::ROPE_FREQ_BASE_SWA))?
+                .unwrap_or(base_full),
+            _ => m
+                .opt_f32(&key(keys::ROPE_FREQ_BASE_SWA))?
+                .unwrap_or(10_000.0),
         };
-        for (name, base) in [("rope.freq_base", base_full), ("rope.freq_base_swa", base_swa)] {
+        for (name, base) in [
+            ("rope.freq_base", base_full),
+            ("rope.freq_base_swa", base_swa),
+        ] {
             if !(base.is_finite() && base > 1.0) {
                 return Err(self.invalid(format!("{name} {base} is not a usable RoPE base")));
             }
@@ -487,7 +521,12 @@ impl Reader<'_> {
             _ => None,
         };
         if let Some(p) = per_layer_input {
-            Limits::check(self.path, "embedding_length_per_layer_input", p, Limits::WIDTH)?;
+            Limits::check(
+                self.path,
+                "embedding_length_per_layer_input",
+                p,
+                Limits::WIDTH,
+            )?;
         }
 
         let q_scale_for = |head_dim: usize| -> f32 {
@@ -613,10 +652,7 @@ impl Reader<'_> {
             Family::Gemma | Family::Gemma2 => true,
             _ => !(self.has_tensor)(keys::OUTPUT),
         };
-        let name = m
-            .get(keys::NAME)
-            .and_then(|v| v.to_string().ok())
-            .cloned();
+        let name = m.get(keys::NAME).and_then(|v| v.to_string().ok()).cloned();
         Ok(ModelArch {
             family,
             name,
@@ -662,7 +698,12 @@ impl Reader<'_> {
 
     /// A per-layer count given as one number or an array of `n_layer` (llama.cpp
     /// `get_key_or_arr`); absent: `default` (required when `None`).
-    fn per_layer(&self, key: &str, n_layer: usize, default: Option<&[usize]>) -> Result<Vec<usize>> {
+    fn per_layer(
+        &self,
+        key: &str,
+        n_layer: usize,
+        default: Option<&[usize]>,
+    ) -> Result<Vec<usize>> {
         let Some(value) = self.meta.get(key) else {
             return match default {
                 Some(d) => Ok(d.to_vec()),
@@ -684,8 +725,9 @@ impl Reader<'_> {
                     .ok_or_else(|| self.invalid(format!("`{key}` holds a non-integer")))?
             }
             Err(_) => {
-                let x = crate::gguf::value_to_u64(value)
-                    .ok_or_else(|| self.invalid(format!("metadata key `{key}` is not an unsigned integer")))?;
+                let x = crate::gguf::value_to_u64(value).ok_or_else(|| {
+                    self.invalid(format!("metadata key `{key}` is not an unsigned integer"))
+                })?;
                 vec![x as usize; n_layer]
             }
         };

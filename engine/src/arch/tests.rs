@@ -33,7 +33,13 @@ impl Fixture {
         );
         let mut tensors = Vec::new();
         for il in 0..n_layer as usize {
-            for part in ["attn_norm", "attn_q", "attn_k", "attn_v", "layer_output_scale"] {
+            for part in [
+                "attn_norm",
+                "attn_q",
+                "attn_k",
+                "attn_v",
+                "layer_output_scale",
+            ] {
                 tensors.push(keys::block(il, part));
             }
         }
@@ -81,7 +87,11 @@ fn gemma_has_no_window_no_norms_and_ties_its_output() {
     assert_eq!(a.family, Family::Gemma);
     assert_eq!(a.window, None);
     assert!(a.tied_output, "gemma always ties, as llama.cpp does");
-    assert!(a.layers.iter().all(|l| !l.sliding && !l.qk_norm && !l.post_norms));
+    assert!(
+        a.layers
+            .iter()
+            .all(|l| !l.sliding && !l.qk_norm && !l.post_norms)
+    );
     assert_eq!(a.layers[0].q_scale, 1.0 / 8.0);
     assert_eq!((a.attn_softcap, a.final_softcap), (None, None));
     assert_eq!(a.ropes.len(), 1);
@@ -116,7 +126,11 @@ fn the_27b_scales_queries_by_the_embedding_width_per_head() {
         .set("gemma3.embedding_length", Value::U32(1024))
         .read()
         .unwrap();
-    assert_eq!(a.layers[0].q_scale, 1.0 / 16.0, "1024 / 4 = 256, not the head size 64");
+    assert_eq!(
+        a.layers[0].q_scale,
+        1.0 / 16.0,
+        "1024 / 4 = 256, not the head size 64"
+    );
 }
 
 #[test]
@@ -151,13 +165,24 @@ fn gemma4_reads_per_layer_shapes_and_shares_kv_by_llamacpps_rule() {
         .set("gemma4.attention.key_length_swa", Value::U32(64))
         .set("gemma4.rope.dimension_count", Value::U32(128))
         .set("gemma4.rope.dimension_count_swa", Value::U32(64))
-        .set("gemma4.feed_forward_length", u32s(&[512, 512, 512, 1024, 1024, 1024]))
+        .set(
+            "gemma4.feed_forward_length",
+            u32s(&[512, 512, 512, 1024, 1024, 1024]),
+        )
         .set("gemma4.attention.shared_kv_layers", Value::U32(3))
         .with_tensor("rope_freqs.weight")
         .without_tensor(&keys::block(2, "attn_v"));
     let a = f.read().unwrap();
-    assert_eq!(a.final_softcap, Some(30.0), "gemma4 keeps llama.cpp's default cap");
-    assert!(a.layers.iter().all(|l| l.q_scale == 1.0 && l.v_norm && l.qk_norm));
+    assert_eq!(
+        a.final_softcap,
+        Some(30.0),
+        "gemma4 keeps llama.cpp's default cap"
+    );
+    assert!(
+        a.layers
+            .iter()
+            .all(|l| l.q_scale == 1.0 && l.v_norm && l.qk_norm)
+    );
     assert_eq!(
         a.layers.iter().map(|l| l.head_dim).collect::<Vec<_>>(),
         [64, 64, 128, 64, 64, 128]
@@ -187,7 +212,10 @@ fn gemma4_reads_per_layer_shapes_and_shares_kv_by_llamacpps_rule() {
 fn a_shared_layer_whose_source_differs_in_shape_is_refused() {
     let err = Fixture::new("gemma4", 4)
         .set("gemma4.attention.sliding_window", Value::U32(512))
-        .set("gemma4.attention.sliding_window_pattern", bools(&[true, true, false, true]))
+        .set(
+            "gemma4.attention.sliding_window_pattern",
+            bools(&[true, true, false, true]),
+        )
         .set("gemma4.attention.head_count_kv", u32s(&[2, 1, 1, 2]))
         .set("gemma4.attention.shared_kv_layers", Value::U32(1))
         .read()
@@ -202,7 +230,10 @@ fn what_cannot_run_is_refused_with_what_is_missing() {
             Fixture::new("gemma4", 2)
                 .set("gemma4.expert_count", Value::U32(8))
                 .set("gemma4.attention.sliding_window", Value::U32(512))
-                .set("gemma4.attention.sliding_window_pattern", bools(&[true, false])),
+                .set(
+                    "gemma4.attention.sliding_window_pattern",
+                    bools(&[true, false]),
+                ),
             "mixture-of-experts",
         ),
         (
@@ -212,7 +243,10 @@ fn what_cannot_run_is_refused_with_what_is_missing() {
         (Fixture::new("clip", 2), "projector"),
         (Fixture::new("gemma-embedding", 2), "embedding model"),
         (Fixture::new("gemma3n", 2), "Gemma 3n"),
-        (Fixture::new("llama", 2), "supported architectures are gemma"),
+        (
+            Fixture::new("llama", 2),
+            "supported architectures are gemma",
+        ),
         (
             Fixture::new("gemma3", 2).set("gemma3.rope.scaling.type", Value::String("yarn".into())),
             "rope scaling `yarn`",
@@ -221,7 +255,10 @@ fn what_cannot_run_is_refused_with_what_is_missing() {
             Fixture::new("gemma3", 2).set("gemma3.attention.head_count_kv", Value::U32(3)),
             "not a multiple",
         ),
-        (Fixture::new("gemma3", 2).with_tensor(&keys::block(1, "attn_qkv")), "fused attn_qkv"),
+        (
+            Fixture::new("gemma3", 2).with_tensor(&keys::block(1, "attn_qkv")),
+            "fused attn_qkv",
+        ),
     ];
     for (f, want) in cases {
         let err = f.read().unwrap_err();
@@ -233,9 +270,18 @@ fn what_cannot_run_is_refused_with_what_is_missing() {
 fn absurd_dimensions_are_refused_before_they_size_anything() {
     let huge = 1u64 << 60;
     let cases: Vec<(Fixture, &str)> = vec![
-        (Fixture::new("gemma3", 2).set("gemma3.block_count", Value::U64(huge)), "block_count"),
-        (Fixture::new("gemma3", 2).set("gemma3.block_count", Value::U32(3)), "is missing"),
-        (Fixture::new("gemma3", 2).set("gemma3.block_count", Value::U32(1)), "more blocks"),
+        (
+            Fixture::new("gemma3", 2).set("gemma3.block_count", Value::U64(huge)),
+            "block_count",
+        ),
+        (
+            Fixture::new("gemma3", 2).set("gemma3.block_count", Value::U32(3)),
+            "is missing",
+        ),
+        (
+            Fixture::new("gemma3", 2).set("gemma3.block_count", Value::U32(1)),
+            "more blocks",
+        ),
         (
             Fixture::new("gemma3", 2).set("gemma3.embedding_length", Value::U64(huge)),
             "embedding_length",

@@ -94,7 +94,8 @@ impl Backend for CandleBackend<'_> {
     ) -> Result<Tensor> {
         let (n_head, n_kv, d) = (spec.n_head, spec.n_kv_head, spec.head_dim);
         // [seq, heads·d] → [heads, seq, d]
-        let q = (q.reshape((seq, n_head, d))?.transpose(0, 1)?.contiguous()? * spec.q_scale as f64)?;
+        let q =
+            (q.reshape((seq, n_head, d))?.transpose(0, 1)?.contiguous()? * spec.q_scale as f64)?;
         if let Some((k, v)) = kv {
             let k = k.reshape((seq, n_kv, d))?.transpose(0, 1)?.contiguous()?;
             let v = v.reshape((seq, n_kv, d))?.transpose(0, 1)?.contiguous()?;
@@ -122,7 +123,10 @@ impl Backend for CandleBackend<'_> {
         let probs = candle_nn::ops::softmax_last_dim(&scores)?;
         let probs = probs.reshape((n_kv, group * seq, used))?;
         let out = probs.matmul(&values)?.reshape((n_head, seq, d))?;
-        Ok(out.transpose(0, 1)?.contiguous()?.reshape((seq, n_head * d))?)
+        Ok(out
+            .transpose(0, 1)?
+            .contiguous()?
+            .reshape((seq, n_head * d))?)
     }
 
     fn geglu(&self, gate: Tensor, up: &Tensor) -> Result<Tensor> {

@@ -4,11 +4,11 @@
 //! It computes what the forward pass did before there was a backend interface, bit for bit.
 
 use super::{AttentionSpec, Backend};
-use crate::error::{Error, Result};
-use crate::kv_cache::KvCache;
 use crate::cpu::attention::{Inputs as AttentionInputs, SlotPositions, Visibility, attention};
 use crate::cpu::ops::{geglu, rms_norm_into, rms_norm_rows};
 use crate::cpu::scratch::{release as release_scratch, zeroed as scratch_zeroed};
+use crate::error::{Error, Result};
+use crate::kv_cache::KvCache;
 use crate::model::{Hidden, Linear, Model, Norm, RopeTable};
 
 pub(crate) struct HostBackend<'a> {

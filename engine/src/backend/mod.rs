@@ -34,7 +34,10 @@ pub enum BackendKind {
 
 impl BackendKind {
     /// The device RoPE tables must also live on (`None`: host tables only).
-    pub(crate) fn device_tables(self, device: &candle_core::Device) -> Option<&candle_core::Device> {
+    pub(crate) fn device_tables(
+        self,
+        device: &candle_core::Device,
+    ) -> Option<&candle_core::Device> {
         (self == BackendKind::Candle).then_some(device)
     }
 
@@ -116,8 +119,7 @@ pub(crate) trait Backend {
     /// Several matrices times the same input (one activation quantization where possible).
     fn matmul_many(&self, ws: &[&Linear], x: &Self::Act) -> Result<Vec<Self::Act>>;
     /// RoPE in place on `[rows, heads × head_dim]`, row `i` at position `start + i`.
-    fn rope(&self, x: &mut Self::Act, table: &RopeTable, heads: usize, start: usize)
-    -> Result<()>;
+    fn rope(&self, x: &mut Self::Act, table: &RopeTable, heads: usize, start: usize) -> Result<()>;
     /// Write `kv` (when the layer has its own) at positions `start..start + seq` of the cache
     /// layer, then attend: queries `q` `[seq, n_head × head_dim]` (not yet scaled) →
     /// `[seq, n_head × head_dim]`.

@@ -261,7 +261,11 @@ fn tile_scores(
     let kv = k_tile.len() / d;
     let mut any = false;
     out.fill(f32::NEG_INFINITY);
-    if let Some(simd) = super::kernels().attention.as_ref().filter(|_| d.is_multiple_of(8)) {
+    if let Some(simd) = super::kernels()
+        .attention
+        .as_ref()
+        .filter(|_| d.is_multiple_of(8))
+    {
         let mut tk = 0;
         while tk < kv {
             let keys = 4.min(kv - tk);

@@ -465,9 +465,13 @@ mod tests {
             let w = BlockMatrix::new(format, data, n, k).unwrap();
             for m in [1, 2, 5, 70] {
                 let x = activations(m, k);
-                let want = BlockMatrix::matmul_many_on(portable, &[&w], &x, m).pop().unwrap();
+                let want = BlockMatrix::matmul_many_on(portable, &[&w], &x, m)
+                    .pop()
+                    .unwrap();
                 for table in crate::cpu::tables() {
-                    let got = BlockMatrix::matmul_many_on(table, &[&w], &x, m).pop().unwrap();
+                    let got = BlockMatrix::matmul_many_on(table, &[&w], &x, m)
+                        .pop()
+                        .unwrap();
                     for (a, b) in got.iter().zip(&want) {
                         assert!(
                             (a - b).abs() <= 1e-4 * (1.0 + b.abs()),
@@ -500,10 +504,17 @@ mod tests {
             let w = BlockMatrix::new(format, data, n, k).unwrap();
             for m in [64, 70, 77, 3] {
                 let x = activations(m, k);
-                let want = BlockMatrix::matmul_many_on(avx2, &[&w], &x, m).pop().unwrap();
+                let want = BlockMatrix::matmul_many_on(avx2, &[&w], &x, m)
+                    .pop()
+                    .unwrap();
                 for table in &tables {
-                    let got = BlockMatrix::matmul_many_on(table, &[&w], &x, m).pop().unwrap();
-                    let same = got.iter().zip(&want).all(|(a, b)| a.to_bits() == b.to_bits());
+                    let got = BlockMatrix::matmul_many_on(table, &[&w], &x, m)
+                        .pop()
+                        .unwrap();
+                    let same = got
+                        .iter()
+                        .zip(&want)
+                        .all(|(a, b)| a.to_bits() == b.to_bits());
                     assert!(same, "{format:?} m {m}: {} differs from avx2", table.isa);
                 }
             }

@@ -119,12 +119,16 @@ mod tests {
     #[test]
     fn matches_the_product_of_rounded_values() {
         let (n, k, m) = (70, 100, 3);
-        let w: Vec<f32> = (0..n * k).map(|i| ((i * 37 % 101) as f32 - 50.0) / 70.0).collect();
+        let w: Vec<f32> = (0..n * k)
+            .map(|i| ((i * 37 % 101) as f32 - 50.0) / 70.0)
+            .collect();
         let bytes: Vec<u8> = w
             .iter()
             .flat_map(|&v| f16::from_f32(v).to_le_bytes())
             .collect();
-        let x: Vec<f32> = (0..m * k).map(|i| ((i * 13 % 29) as f32 - 14.0) / 9.0).collect();
+        let x: Vec<f32> = (0..m * k)
+            .map(|i| ((i * 13 % 29) as f32 - 14.0) / 9.0)
+            .collect();
         let mat = F16Matrix::new(bytes, n, k).expect("shape");
         let got = mat.matmul(&x, m);
         let r = |v: f32| f16::from_f32(v).to_f32() as f64;

@@ -422,7 +422,10 @@ mod tests {
                 let want = w.matmul_on(avx2, &x, m);
                 for table in &tables {
                     let got = w.matmul_on(table, &x, m);
-                    let same = got.iter().zip(&want).all(|(a, b)| a.to_bits() == b.to_bits());
+                    let same = got
+                        .iter()
+                        .zip(&want)
+                        .all(|(a, b)| a.to_bits() == b.to_bits());
                     assert!(same, "{format:?} m {m}: {} differs from avx2", table.isa);
                 }
             }

@@ -36,12 +36,16 @@ pub fn read(bytes: &[u8]) -> Result<Content, HeaderError> {
         return Err("it does not start with the GGUF magic bytes".into());
     }
     let version = r.u32("version")?;
-    let magic = match version {
-        2 => VersionedMagic::GgufV2,
-        3 => VersionedMagic::GgufV3,
-        1 => return Err("it is a GGUF version 1 file, which is no longer supported (re-convert the model)".into()),
-        v => return Err(format!("GGUF version {v} is not one this build can read")),
-    };
+    let magic =
+        match version {
+            2 => VersionedMagic::GgufV2,
+            3 => VersionedMagic::GgufV3,
+            1 => return Err(
+                "it is a GGUF version 1 file, which is no longer supported (re-convert the model)"
+                    .into(),
+            ),
+            v => return Err(format!("GGUF version {v} is not one this build can read")),
+        };
     let n_tensors = r.u64("tensor count")?;
     let n_kv = r.u64("metadata count")?;
     // each entry needs a few bytes at least: counts beyond what the file can hold are damage
@@ -63,12 +67,16 @@ pub fn read(bytes: &[u8]) -> Result<Content, HeaderError> {
     for _ in 0..n_tensors {
         let name_len = r.u64("tensor name")?;
         if name_len > MAX_NAME {
-            return Err(format!("a tensor name of {name_len} bytes is longer than GGUF allows ({MAX_NAME})"));
+            return Err(format!(
+                "a tensor name of {name_len} bytes is longer than GGUF allows ({MAX_NAME})"
+            ));
         }
         let name = r.utf8(name_len, "tensor name")?;
         let n_dims = r.u32("tensor dimensions")?;
         if n_dims == 0 || n_dims > MAX_DIMS {
-            return Err(format!("tensor `{name}` has {n_dims} dimensions (1 to {MAX_DIMS} are allowed)"));
+            return Err(format!(
+                "tensor `{name}` has {n_dims} dimensions (1 to {MAX_DIMS} are allowed)"
+            ));
         }
         let mut dims = Vec::with_capacity(n_dims as usize);
         let mut elems: u64 = 1;
@@ -77,7 +85,9 @@ pub fn read(bytes: &[u8]) -> Result<Content, HeaderError> {
             elems = elems
                 .checked_mul(d)
                 .filter(|&e| e <= i64::MAX as u64)
-                .ok_or_else(|| format!("tensor `{name}` has more elements than any file can hold"))?;
+                .ok_or_else(|| {
+                    format!("tensor `{name}` has more elements than any file can hold")
+                })?;
             dims.push(usize::try_from(d).map_err(|_| format!("tensor `{name}` is too large"))?);
         }
         if elems == 0 {
@@ -109,7 +119,9 @@ pub fn read(bytes: &[u8]) -> Result<Content, HeaderError> {
     };
     for (name, info) in &tensor_infos {
         if info.offset % alignment != 0 {
-            return Err(format!("tensor `{name}`'s data is not aligned to {alignment} bytes"));
+            return Err(format!(
+                "tensor `{name}`'s data is not aligned to {alignment} bytes"
+            ));
         }
     }
     let tensor_data_offset = (r.pos as u64)
@@ -157,7 +169,9 @@ impl<'a> Reader<'a> {
 
     fn take(&mut self, n: usize, what: &str) -> Result<&'a [u8], HeaderError> {
         if n > self.remaining() {
-            return Err(format!("the header ends inside the {what} (the file is truncated)"));
+            return Err(format!(
+                "the header ends inside the {what} (the file is truncated)"
+            ));
         }
         let out = &self.bytes[self.pos..self.pos + n];
         self.pos += n;
@@ -167,7 +181,9 @@ impl<'a> Reader<'a> {
     /// `count` items of at least `min_bytes` each must fit in what remains.
     fn bounded(&self, count: u64, min_bytes: u64, what: &str) -> Result<(), HeaderError> {
         if count.saturating_mul(min_bytes) > self.remaining() as u64 {
-            return Err(format!("it claims {count} {what}, more than the file can hold"));
+            return Err(format!(
+                "it claims {count} {what}, more than the file can hold"
+            ));
         }
         Ok(())
     }
@@ -195,7 +211,9 @@ impl<'a> Reader<'a> {
     fn string(&mut self, what: &str) -> Result<String, HeaderError> {
         let len = self.u64(what)?;
         if len > MAX_STRING {
-            return Err(format!("a {what} of {len} bytes is longer than any real one"));
+            return Err(format!(
+                "a {what} of {len} bytes is longer than any real one"
+            ));
         }
         self.utf8(len, what)
     }
@@ -225,7 +243,11 @@ impl<'a> Reader<'a> {
                     2 | 3 => 2,
                     4..=6 => 4,
                     8 | 10..=12 => 8,
-                    9 => return Err(format!("`{key}` is an array of arrays, which GGUF does not allow")),
+                    9 => {
+                        return Err(format!(
+                            "`{key}` is an array of arrays, which GGUF does not allow"
+                        ));
+                    }
                     other => return Err(format!("`{key}` has an unknown element type {other}")),
                 };
                 self.bounded(count, min, "array elements")?;

@@ -101,7 +101,11 @@ impl MemoryEstimate {
         let rope_bytes = shape
             .rope_dims
             .iter()
-            .map(|&n_rot| (context as u64).saturating_mul(n_rot as u64).saturating_mul(4))
+            .map(|&n_rot| {
+                (context as u64)
+                    .saturating_mul(n_rot as u64)
+                    .saturating_mul(4)
+            })
             .fold(0u64, u64::saturating_add);
         let per_token = [
             3 * shape.n_embd,

@@ -58,7 +58,9 @@ impl Hidden {
             )));
         }
         Ok(match &self.repr {
-            Repr::Host(v) => Hidden::host(v[i * self.width..(i + 1) * self.width].to_vec(), self.width),
+            Repr::Host(v) => {
+                Hidden::host(v[i * self.width..(i + 1) * self.width].to_vec(), self.width)
+            }
             Repr::Device(t) => Hidden::device(t.narrow(0, i, 1)?, 1, self.width),
         })
     }

@@ -6,11 +6,11 @@
 use candle_core::quantized::{GgmlDType, QMatMul};
 use candle_core::{Device, Module, Tensor};
 
+use crate::backend::BackendKind;
 use crate::cpu::blocks::BlockMatrix;
 use crate::cpu::f16::F16Matrix;
 use crate::cpu::formats::{BlockFormat, KFormat};
 use crate::cpu::kquants::KMatrix;
-use crate::backend::BackendKind;
 use crate::error::Result;
 use crate::gguf::ModelFile;
 
@@ -115,10 +115,7 @@ impl Linear {
     pub fn matmul_host(&self, x: &[f32], m: usize) -> candle_core::Result<Vec<f32>> {
         let (_, k) = self.shape();
         if x.len() != m * k {
-            candle_core::bail!(
-                "matmul: {} input values are not {m} rows of {k}",
-                x.len()
-            );
+            candle_core::bail!("matmul: {} input values are not {m} rows of {k}", x.len());
         }
         match self {
             Linear::Blocks(w) => Ok(w.matmul(x, m)),

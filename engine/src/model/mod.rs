@@ -74,7 +74,10 @@ impl Model {
             .ropes
             .iter()
             .map(|spec| {
-                let factors = spec.freq_factors.then_some(weights.rope_freqs.as_deref()).flatten();
+                let factors = spec
+                    .freq_factors
+                    .then_some(weights.rope_freqs.as_deref())
+                    .flatten();
                 RopeTable::new(spec, factors, rope_len, backend.device_tables(device))
             })
             .collect::<candle_core::Result<Vec<_>>>()?;

@@ -110,7 +110,9 @@ impl Weights {
                 .unwrap_or(0);
             let factors = load.norm(keys::ROPE_FREQS, width)?.host;
             if factors.iter().any(|f| !(f.is_finite() && *f > 0.0)) {
-                return Err(load.invalid("`rope_freqs` holds a factor that is not a positive number"));
+                return Err(
+                    load.invalid("`rope_freqs` holds a factor that is not a positive number")
+                );
             }
             Some(factors)
         } else {

@@ -6,8 +6,8 @@
 
 use std::collections::HashMap;
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, Sender};
 
 use super::{Event, Request, SessionId};
@@ -53,8 +53,7 @@ impl Actor {
 }
 
 /// The message every caller caught by a panic gets.
-const PANIC_MESSAGE: &str =
-    "the engine met an internal error and restarted; this request was stopped (the log has the details)";
+const PANIC_MESSAGE: &str = "the engine met an internal error and restarted; this request was stopped (the log has the details)";
 
 pub(super) fn run(
     mut actor: Actor,

@@ -119,7 +119,9 @@ pub(crate) enum Request {
     },
     /// Make the engine thread panic (tests of the recovery); the error goes to `events`.
     #[cfg(feature = "test-hooks")]
-    Panic { events: Sender<Event> },
+    Panic {
+        events: Sender<Event>,
+    },
 }
 
 /// A session of its own for work beside the conversation (a summary, a document job, an API

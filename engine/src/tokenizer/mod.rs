@@ -23,8 +23,7 @@ mod stream;
 mod vocab;
 
 pub use chat_template::{
-    ChatFormat, ChatMessage, Role, Segment, render_chat, render_open_user_turn,
-    segments_to_string,
+    ChatFormat, ChatMessage, Role, Segment, render_chat, render_open_user_turn, segments_to_string,
 };
 pub use stream::TokenStream;
 pub use vocab::{TokenType, Vocab, VocabKind};
@@ -162,7 +161,9 @@ impl GemmaTokenizer {
             Special::Data => &*self.data,
             Special::Plain => self
                 .plain
-                .get_or_init(|| build_tokenizer(&self.vocab, Special::Plain).map_err(|e| e.to_string()))
+                .get_or_init(|| {
+                    build_tokenizer(&self.vocab, Special::Plain).map_err(|e| e.to_string())
+                })
                 .as_ref()
                 .map_err(|e| Error::Tokenizer(e.clone()))?,
         };
@@ -198,8 +199,15 @@ impl GemmaTokenizer {
     }
 
     /// A conversation in this model's chat format, `<bos>` first.
-    pub fn encode_chat(&self, messages: &[ChatMessage], add_generation_prompt: bool) -> Result<Vec<u32>> {
-        self.encode_segments(&render_chat(self.format, messages, add_generation_prompt), true)
+    pub fn encode_chat(
+        &self,
+        messages: &[ChatMessage],
+        add_generation_prompt: bool,
+    ) -> Result<Vec<u32>> {
+        self.encode_segments(
+            &render_chat(self.format, messages, add_generation_prompt),
+            true,
+        )
     }
 
     /// `history` and an open user turn holding `draft` (see [`render_open_user_turn`]).

@@ -70,7 +70,13 @@ fn good() -> Builder {
         .kv_raw(
             "tokenizer.ggml.scores",
             9,
-            &[6u32.to_le_bytes().as_slice(), &2u64.to_le_bytes(), &1.5f32.to_le_bytes(), &(-2f32).to_le_bytes()].concat(),
+            &[
+                6u32.to_le_bytes().as_slice(),
+                &2u64.to_le_bytes(),
+                &1.5f32.to_le_bytes(),
+                &(-2f32).to_le_bytes(),
+            ]
+            .concat(),
         )
         .tensor("token_embd.weight", &[64, 10], 8, 0)
         .tensor("output_norm.weight", &[64], 0, 704)
@@ -94,7 +100,10 @@ fn a_good_header_reads_with_shapes_outermost_first() {
 fn every_truncation_is_an_error_not_a_panic() {
     let bytes = good().bytes();
     for n in 0..bytes.len() {
-        assert!(read(&bytes[..n]).is_err(), "a header cut at {n} bytes was accepted");
+        assert!(
+            read(&bytes[..n]).is_err(),
+            "a header cut at {n} bytes was accepted"
+        );
     }
 }
 
@@ -134,21 +143,63 @@ fn counts_beyond_the_file_are_refused_before_anything_is_allocated() {
 #[test]
 fn malformed_entries_are_refused_with_what_is_wrong() {
     let cases: Vec<(Vec<u8>, &str)> = vec![
-        (good().u32("general.architecture", 1).bytes(), "appears twice"),
-        (good().tensor("token_embd.weight", &[64], 0, 0).bytes(), "appears twice"),
         (
-            Builder::default().kv_raw("k", 9, &[9u32.to_le_bytes().as_slice(), &1u64.to_le_bytes()].concat()).bytes(),
+            good().u32("general.architecture", 1).bytes(),
+            "appears twice",
+        ),
+        (
+            good().tensor("token_embd.weight", &[64], 0, 0).bytes(),
+            "appears twice",
+        ),
+        (
+            Builder::default()
+                .kv_raw(
+                    "k",
+                    9,
+                    &[9u32.to_le_bytes().as_slice(), &1u64.to_le_bytes()].concat(),
+                )
+                .bytes(),
             "array of arrays",
         ),
-        (Builder::default().kv_raw("k", 13, &[]).bytes(), "unknown value type"),
+        (
+            Builder::default().kv_raw("k", 13, &[]).bytes(),
+            "unknown value type",
+        ),
         (Builder::default().kv_raw("k", 7, &[2]).bytes(), "boolean"),
-        (Builder::default().tensor("t", &[], 0, 0).bytes(), "dimensions"),
-        (Builder::default().tensor("t", &[1, 1, 1, 1, 1], 0, 0).bytes(), "dimensions"),
-        (Builder::default().tensor("t", &[4, 0], 0, 0).bytes(), "dimension of zero"),
-        (Builder::default().tensor("t", &[u64::MAX, 2], 0, 0).bytes(), "more elements"),
-        (Builder::default().tensor("t", &[32], 99, 0).bytes(), "data type"),
-        (Builder::default().tensor(&"n".repeat(65), &[32], 0, 0).bytes(), "tensor name"),
-        (Builder::default().kv_raw("k", 8, &[2, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xfe]).bytes(), "UTF-8"),
+        (
+            Builder::default().tensor("t", &[], 0, 0).bytes(),
+            "dimensions",
+        ),
+        (
+            Builder::default()
+                .tensor("t", &[1, 1, 1, 1, 1], 0, 0)
+                .bytes(),
+            "dimensions",
+        ),
+        (
+            Builder::default().tensor("t", &[4, 0], 0, 0).bytes(),
+            "dimension of zero",
+        ),
+        (
+            Builder::default().tensor("t", &[u64::MAX, 2], 0, 0).bytes(),
+            "more elements",
+        ),
+        (
+            Builder::default().tensor("t", &[32], 99, 0).bytes(),
+            "data type",
+        ),
+        (
+            Builder::default()
+                .tensor(&"n".repeat(65), &[32], 0, 0)
+                .bytes(),
+            "tensor name",
+        ),
+        (
+            Builder::default()
+                .kv_raw("k", 8, &[2, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xfe])
+                .bytes(),
+            "UTF-8",
+        ),
     ];
     for (bytes, want) in cases {
         let err = read(&bytes).unwrap_err();

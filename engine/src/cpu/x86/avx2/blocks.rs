@@ -261,8 +261,7 @@ pub(crate) unsafe fn dot_q5_0(w: &[u8], q: &Q8Rows, i: usize) -> f32 {
         let qi = i * q.blocks_per_row + b;
         let d = _mm256_mul_ps(f16_splat(blk[0], blk[1]), _mm256_set1_ps(q.scales[qi]));
         let qx = q5_0_block(blk);
-        let qy =
-            unsafe { _mm256_loadu_si256(q.quants.as_ptr().add(qi * QK) as *const __m256i) };
+        let qy = unsafe { _mm256_loadu_si256(q.quants.as_ptr().add(qi * QK) as *const __m256i) };
         let p = mul_sum_i8_pairs_float(qx, qy);
         acc = _mm256_fmadd_ps(d, p, acc);
     }
@@ -278,8 +277,7 @@ pub(crate) unsafe fn dot_q8_0(w: &[u8], q: &Q8Rows, i: usize) -> f32 {
         let qi = i * q.blocks_per_row + b;
         let d = _mm256_mul_ps(f16_splat(blk[0], blk[1]), _mm256_set1_ps(q.scales[qi]));
         let qx = unsafe { _mm256_loadu_si256(blk.as_ptr().add(2) as *const __m256i) };
-        let qy =
-            unsafe { _mm256_loadu_si256(q.quants.as_ptr().add(qi * QK) as *const __m256i) };
+        let qy = unsafe { _mm256_loadu_si256(q.quants.as_ptr().add(qi * QK) as *const __m256i) };
         let p = mul_sum_i8_pairs_float(qx, qy);
         acc = _mm256_fmadd_ps(d, p, acc);
     }

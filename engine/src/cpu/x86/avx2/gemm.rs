@@ -7,14 +7,7 @@ use std::arch::x86_64::*;
 /// passes over it. Rows past the last whole block go one at a time, columns past the last
 /// whole strip 8 at a time.
 #[target_feature(enable = "avx2,fma")]
-pub(crate) unsafe fn gemm_acc(
-    c: &mut [f32],
-    a: &[f32],
-    b: &[f32],
-    m: usize,
-    k: usize,
-    n: usize,
-) {
+pub(crate) unsafe fn gemm_acc(c: &mut [f32], a: &[f32], b: &[f32], m: usize, k: usize, n: usize) {
     const RM: usize = 4;
     const RN: usize = 2;
     let mut j = 0;

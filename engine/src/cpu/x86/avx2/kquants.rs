@@ -158,11 +158,9 @@ pub(crate) fn vec_dot_q6_k_q8_k(w: &[u8], y: Q8KRow<'_>) -> f32 {
             };
 
             let q4h_0 = _mm256_slli_epi16::<4>(_mm256_and_si256(q4bits_h, m3));
-            let q4h_1 =
-                _mm256_slli_epi16::<2>(_mm256_and_si256(q4bits_h, _mm256_set1_epi8(12)));
+            let q4h_1 = _mm256_slli_epi16::<2>(_mm256_and_si256(q4bits_h, _mm256_set1_epi8(12)));
             let q4h_2 = _mm256_and_si256(q4bits_h, _mm256_set1_epi8(48));
-            let q4h_3 =
-                _mm256_srli_epi16::<2>(_mm256_and_si256(q4bits_h, _mm256_set1_epi8(-64)));
+            let q4h_3 = _mm256_srli_epi16::<2>(_mm256_and_si256(q4bits_h, _mm256_set1_epi8(-64)));
 
             let q4_0 = _mm256_or_si256(_mm256_and_si256(q4bits1, m15), q4h_0);
             let q4_1 = _mm256_or_si256(_mm256_and_si256(q4bits2, m15), q4h_1);
@@ -176,8 +174,7 @@ pub(crate) fn vec_dot_q6_k_q8_k(w: &[u8], y: Q8KRow<'_>) -> f32 {
             );
 
             let is = 4 * j;
-            let p16_0 =
-                _mm256_madd_epi16(q6_scales(scales, is), _mm256_maddubs_epi16(q4_0, q8_0));
+            let p16_0 = _mm256_madd_epi16(q6_scales(scales, is), _mm256_maddubs_epi16(q4_0, q8_0));
             let p16_1 =
                 _mm256_madd_epi16(q6_scales(scales, is + 1), _mm256_maddubs_epi16(q4_1, q8_1));
             let p16_2 =

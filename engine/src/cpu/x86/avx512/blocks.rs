@@ -121,7 +121,7 @@ unsafe fn pair_tile<const RM: usize, const RP: usize, const RN: usize>(
             // SAFETY: row j + rm of the group is in bounds (asserted above).
             unsafe {
                 x[rm] = _mm512_broadcast_i64x4(_mm256_loadu_si256(
-                    v.add((j + rm) * k + b * QK) as *const __m256i,
+                    v.add((j + rm) * k + b * QK) as *const __m256i
                 ));
                 d[rm] = _mm512_set1_ps(*group.scales.get_unchecked((j + rm) * nb + b));
             }
@@ -153,8 +153,9 @@ unsafe fn pair_tile<const RM: usize, const RP: usize, const RN: usize>(
         for rp in 0..RP {
             let a = acc[rm][rp];
             out[rm][2 * rp] = hsum(_mm512_castps512_ps256(a));
-            out[rm][2 * rp + 1] =
-                hsum(_mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(a))));
+            out[rm][2 * rp + 1] = hsum(_mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(
+                _mm512_castps_pd(a),
+            )));
         }
     }
     out

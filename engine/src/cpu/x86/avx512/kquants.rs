@@ -11,9 +11,7 @@ use std::arch::x86_64::*;
 use crate::cpu::formats::q4_k::{BYTES as Q4_K_BYTES, scales_mins as q4_k_scales_mins};
 use crate::cpu::formats::{QK_K, q6_k::BYTES as Q6_K_BYTES};
 use crate::cpu::quantize::{BSUMS, Q8KRow, Q8KRows};
-use crate::cpu::x86::avx2::kquants::{
-    f16_pair, f16_splat, q6_values, scale_shuffle_k4, tile_rows,
-};
+use crate::cpu::x86::avx2::kquants::{f16_pair, f16_splat, q6_values, scale_shuffle_k4, tile_rows};
 use crate::cpu::x86::{hsum, prefetch_tile};
 
 /// The two halves of `a` as AVX2 vectors.
