@@ -224,3 +224,18 @@ fn a_page_of_millions_of_elements_is_refused_before_it_takes_gigabytes() {
     let message = refused("wide.html", page.as_bytes());
     assert!(message.contains("elements"), "{message}");
 }
+
+/// Found by `scripts/fuzz` (target `documents`): a page whose font refers to an object the
+/// file does not have. pdf-extract panics on it ("missing object reference"); the extractor
+/// must turn that into a clear refusal, never a crash.
+#[test]
+fn a_pdf_that_refers_to_a_missing_object_is_refused_as_damaged() {
+    let bytes = std::fs::read(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../tests/fixtures/documents/fuzz-missing-object.pdf"),
+    )
+    .unwrap();
+    let err = extract_bytes(Path::new("found-by-fuzzing.pdf"), &bytes).unwrap_err();
+    assert!(matches!(err, documents::Error::Pdf { .. }), "{err}");
+    assert!(err.to_string().contains("found-by-fuzzing.pdf"), "{err}");
+}
