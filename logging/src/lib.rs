@@ -23,7 +23,7 @@ use std::sync::Mutex;
 use tracing::Subscriber;
 
 pub use error::{Error, Result};
-pub use file::{KEPT_FILES, LOG_FILE_NAME, MAX_FILE_BYTES, LogFile};
+pub use file::{KEPT_FILES, LOG_FILE_NAME, LogFile, MAX_FILE_BYTES};
 pub use filter::DEFAULT_DIRECTIVES;
 pub use panic::{Panic, catch_panic};
 

@@ -39,10 +39,7 @@ fn log_panic(info: &PanicHookInfo<'_>) {
     let backtrace = Backtrace::force_capture().to_string();
     let thread = std::thread::current();
     let message = payload_text(info.payload());
-    let location = info
-        .location()
-        .map(|l| l.to_string())
-        .unwrap_or_default();
+    let location = info.location().map(|l| l.to_string()).unwrap_or_default();
     tracing::error!(
         code = "panic",
         thread = thread.name().unwrap_or("unnamed"),

@@ -29,9 +29,7 @@ fn a_panic_on_another_thread_is_logged_with_its_backtrace() {
 
     let joined = std::thread::Builder::new()
         .name("companion-test".into())
-        .spawn(|| {
-            logging::catch_panic(a_function_that_panics).unwrap_err()
-        })
+        .spawn(|| logging::catch_panic(a_function_that_panics).unwrap_err())
         .unwrap()
         .join()
         .unwrap();
@@ -52,7 +50,10 @@ fn a_panic_on_another_thread_is_logged_with_its_backtrace() {
     assert!(panic_line.contains("code=\"panic\""), "{panic_line}");
     assert!(panic_line.contains("companion-test"), "{panic_line}");
     assert!(panic_line.contains("a bug for the test"), "{panic_line}");
-    assert!(log.contains("a_function_that_panics"), "backtrace missing:\n{log}");
+    assert!(
+        log.contains("a_function_that_panics"),
+        "backtrace missing:\n{log}"
+    );
     assert!(log.contains("an engine line"));
     assert!(!log.contains("a debug line"));
     assert!(!log.contains("a dependency's line"));
