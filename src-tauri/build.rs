@@ -27,6 +27,8 @@ const COMMANDS: &[&str] = &[
     "summarize_document",
     "summarize_dropped",
     "cancel_document",
+    "log_folder",
+    "open_log_folder",
 ];
 
 fn main() {

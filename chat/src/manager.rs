@@ -176,7 +176,7 @@ impl ConversationManager {
                     return Ok(Resume::Snapshot { tokens });
                 }
                 Err(e) => {
-                    tracing::warn!(error = %e, "snapshot refused; prefilling again");
+                    tracing::warn!(code = e.code(), error = %e, "snapshot refused; prefilling again");
                     self.store.delete_snapshot(id)?;
                 }
             }
@@ -404,7 +404,7 @@ impl ConversationManager {
             Ok(kept) => Ok(kept),
             // a snapshot is a cache: failing to write one (a full disk) loses nothing
             Err(e) => {
-                tracing::warn!(error = %e, "snapshot not saved");
+                tracing::warn!(code = e.code(), error = %e, "snapshot not saved");
                 Ok(false)
             }
         }

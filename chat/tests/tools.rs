@@ -130,6 +130,10 @@ fn grants_kept_in_the_store_open_the_sandbox_and_the_store_stays_private() -> Re
         &NewMessage::complete(Role::User, "tomatoes basil private", None),
     )?;
     store.grant_folder(docs.to_str().unwrap(), memory::GrantMode::Read)?;
+    // the log beside it (what the CLI and the app write there)
+    let logs = logging::log_dir(&docs.join("companion.db"));
+    std::fs::create_dir(&logs)?;
+    std::fs::write(logs.join("companion.log"), "INFO chat: a log line\n")?;
     let extra = dir.path().join("extra");
     std::fs::create_dir(&extra)?;
     let sandbox = sandbox_for(&store, &[GrantSpec::may_write(&extra)])?;
@@ -154,6 +158,8 @@ fn grants_kept_in_the_store_open_the_sandbox_and_the_store_stays_private() -> Re
         "docs/companion.db",
         "docs/companion.db-wal",
         "docs/companion.db.writers",
+        "docs/logs",
+        "docs/logs/companion.log",
     ] {
         let e = call(&toolbox, None, "read_file", json!({ "path": path })).unwrap_err();
         assert_eq!(e.code(), "private_data", "{path}");

@@ -1,10 +1,13 @@
 //! `companion`: the headless command line for Companion's engine.
 //!
-//! Every failure ends in one line on stderr and a non-zero exit status, never a panic.
+//! Every failure ends in one line on stderr, `error [code]: message`, and a non-zero exit
+//! status, never a panic; the log (see [`log`]) has the code, and a panic's backtrace.
 
 mod commands;
+mod log;
 mod options;
 
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
@@ -38,10 +41,26 @@ enum Command {
     Tools(commands::tools::Args),
 }
 
+impl Command {
+    /// The database the command works on: its log goes beside it.
+    fn database(&self) -> PathBuf {
+        let given = match self {
+            Command::Chat(a) => a.store.db.clone(),
+            Command::Conversations(a) => a.store.db.clone(),
+            Command::Summarize(a) => a.store.db.clone(),
+            Command::Tools(a) => a.db(),
+            _ => None,
+        };
+        given.unwrap_or_else(memory::default_database_path)
+    }
+}
+
 fn main() -> ExitCode {
-    // A bug must still end in one line, not a backtrace.
+    // A bug must still end in one line, not a backtrace (that goes to the log: the log's own
+    // hook, installed below, runs before this one).
     std::panic::set_hook(Box::new(|info| {
-        eprintln!("error: internal error: {info}");
+        let message = logging::panic::payload_text(info.payload());
+        eprintln!("error [panic]: internal error: {message}");
     }));
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
@@ -55,6 +74,7 @@ fn main() -> ExitCode {
             return ExitCode::from(code);
         }
     };
+    log::install(&cli.command.database());
     let result = match cli.command {
         Command::Tokenize(a) => commands::tokenize::run(a),
         Command::Score(a) => commands::score::run(a),
@@ -69,7 +89,7 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {}", one_line(&e));
+            log::report(&log::error_code(&e), &one_line(&e));
             ExitCode::FAILURE
         }
     }

@@ -14,7 +14,7 @@ fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
-/// A user-facing failure: non-zero exit, one line starting with `error:`, no panic text.
+/// A user-facing failure: non-zero exit, one line starting with `error [code]:`, no panic text.
 fn assert_clean_failure(o: &Output, needle: &str) {
     let err = stderr(o);
     assert!(!o.status.success(), "expected failure, got success: {err}");
@@ -24,7 +24,7 @@ fn assert_clean_failure(o: &Output, needle: &str) {
     );
     let lines: Vec<&str> = err.lines().filter(|l| !l.trim().is_empty()).collect();
     assert_eq!(lines.len(), 1, "expected one line, got: {err}");
-    assert!(lines[0].starts_with("error:"), "{err}");
+    assert!(lines[0].starts_with("error ["), "{err}");
     assert!(err.contains(needle), "expected {needle:?} in: {err}");
 }
 

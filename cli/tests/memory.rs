@@ -91,7 +91,10 @@ fn a_small_simulated_memory_lowers_the_context_and_says_so() {
         .unwrap();
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(!o.status.success());
-    assert!(err.starts_with("error: not enough memory"), "{err}");
+    assert!(
+        err.starts_with("error [insufficient_memory]: not enough memory"),
+        "{err}"
+    );
     assert_eq!(err.lines().count(), 1, "{err}");
 }
 

@@ -107,7 +107,7 @@ fn a_30000_token_document_is_summarized_at_context_2048_in_bounded_memory() {
     );
 }
 
-/// A refused input: non-zero exit, one line `error: …` naming the problem, no panic.
+/// A refused input: non-zero exit, one line `error [code]: …` naming the problem, no panic.
 fn assert_refused(args: &[&str], needle: &str) {
     let o = companion(args);
     let err = String::from_utf8_lossy(&o.stderr);
@@ -115,7 +115,7 @@ fn assert_refused(args: &[&str], needle: &str) {
     let lines: Vec<&str> = err.lines().filter(|l| !l.trim().is_empty()).collect();
     assert_eq!(lines.len(), 1, "{err}");
     assert!(
-        lines[0].starts_with("error: ") && lines[0].contains(needle),
+        lines[0].starts_with("error [") && lines[0].contains(needle),
         "{err}"
     );
     assert!(o.stdout.is_empty());

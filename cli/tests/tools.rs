@@ -32,7 +32,7 @@ fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
-/// A non-zero exit with one `error:` line that contains `needle`.
+/// A non-zero exit with one `error [code]:` line that contains `needle`.
 fn assert_clean_failure(o: &Output, needle: &str) {
     let err = stderr(o);
     assert!(!o.status.success(), "expected failure: {err}");
@@ -40,7 +40,7 @@ fn assert_clean_failure(o: &Output, needle: &str) {
     let lines: Vec<&str> = err.lines().filter(|l| !l.trim().is_empty()).collect();
     assert_eq!(lines.len(), 1, "one line: {err}");
     assert!(
-        lines[0].starts_with("error: ") && err.contains(needle),
+        lines[0].starts_with("error [") && err.contains(needle),
         "{needle:?} in {err}"
     );
 }
@@ -247,7 +247,7 @@ fn assert_clean_failure_after_prompt(o: &Output, needle: &str) {
         .filter(|l| !l.trim().is_empty())
         .last()
         .unwrap_or("");
-    assert!(last.contains("error: ") && last.contains(needle), "{err}");
+    assert!(last.contains("error [") && last.contains(needle), "{err}");
     assert!(!err.contains("panicked"));
 }
 

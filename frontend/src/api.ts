@@ -1,9 +1,12 @@
 // The typed bridge to the Rust side: `call` invokes a command of the contract in types.ts with
 // its exact argument names, `channel` makes the stream a streaming command writes to, and
-// `errorMessage` turns any rejection into a sentence to show.
+// `errorMessage` turns any rejection into a sentence to show, with the error's code (the same
+// code is in the log, so a report that quotes the screen leads straight to the log line).
 import { Channel, invoke, type InvokeArgs } from "@tauri-apps/api/core";
 import type { AppError, Commands } from "./types";
-import { asSentence } from "./format";
+import { asSentence, withCode } from "./format";
+
+export { withCode };
 
 export type Command = keyof Commands;
 export type ArgsOf<K extends Command> = Commands[K]["args"];
@@ -39,8 +42,13 @@ export function errorCode(error: unknown): string | null {
   return isAppError(error) ? error.code : null;
 }
 
-/** One sentence for anything a command or the page can throw. */
+/** One sentence for anything a command or the page can throw, with the code of an AppError. */
 export function errorMessage(error: unknown): string {
+  return withCode(errorText(error), errorCode(error));
+}
+
+/** The sentence alone, for a view that shows the code itself (a chat error carries both). */
+export function errorText(error: unknown): string {
   if (typeof error === "string") return asSentence(error);
   if (typeof error === "object" && error !== null) {
     const message = (error as { message?: unknown }).message;

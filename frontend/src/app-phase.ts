@@ -1,7 +1,7 @@
 // The app's phase (loading / ready / failed): polls `app_state` every 200 ms while loading,
 // mirrors the phase on <body data-phase>, shows the loading stage or the failure with its way
 // out (import a model, open settings), and reports each arrival at "ready" and every notice once.
-import { call, errorMessage } from "./api";
+import { call, errorMessage, withCode } from "./api";
 import { el, required } from "./dom";
 import { asSentence } from "./format";
 import type { AppState, Phase } from "./types";
@@ -97,7 +97,7 @@ export function createPhaseController(hooks: PhaseHooks): PhaseController {
     } else if (state.phase === "failed") {
       setPhase("failed");
       showFailed(
-        state.error ? asSentence(state.error.message) : "Companion could not start; choose a model or check the settings.",
+        state.error ? withCode(asSentence(state.error.message), state.error.code) : "Companion could not start; choose a model or check the settings.",
       );
     } else {
       const wasReady = phase === "ready";

@@ -1,5 +1,6 @@
 // What the chat shows, as data, and how each streamed ChatEvent changes it: a pure reducer the
 // chat view renders from (testable without Tauri or a DOM).
+import { withCode } from "./format";
 import type { ChatEvent, MessageView, ThermalNotice } from "./types";
 
 export interface StreamingReply {
@@ -72,7 +73,7 @@ export function applyChatEvent(state: ChatState, event: ChatEvent): ChatState {
         ...state,
         streaming: null,
         failure: {
-          message: event.data.message,
+          message: withCode(event.data.message, event.data.code),
           partial: state.streaming?.text ?? "",
           canRetry: last?.role === "user",
         },

@@ -2,7 +2,7 @@
 // #send, #stop) and the replies streaming into it (send, regenerate, edit, stop). Owns which
 // conversation is open on this side and the draft prefill (`set_draft`, debounced).
 import type { Channel } from "@tauri-apps/api/core";
-import { call, channel, errorCode, errorMessage } from "./api";
+import { call, channel, errorCode, errorText } from "./api";
 import { showError } from "./banner";
 import {
   applyChatEvent,
@@ -212,7 +212,7 @@ export function createChat(hooks: ChatHooks): ChatView {
         }
         state = applyChatEvent(state, {
           event: "error",
-          data: { code: errorCode(error) ?? "error", message: errorMessage(error) },
+          data: { code: errorCode(error) ?? "error", message: errorText(error) },
         });
         finish(s, null);
       }

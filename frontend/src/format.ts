@@ -76,3 +76,10 @@ export function asSentence(text: string): string {
   const first = trimmed[0].toUpperCase() + trimmed.slice(1);
   return /[.!?…。！？)]$/.test(first) ? first : `${first}.`;
 }
+
+/** `message` followed by the error's code, as the user sees every error from the Rust side
+ *  (the same code is in the log). */
+export function withCode(message: string, code: string | null | undefined): string {
+  if (!code || code === "error" || message.includes(`(code: ${code})`)) return message;
+  return `${message} (code: ${code})`;
+}

@@ -66,6 +66,8 @@ export function createSettingsPanel(hooks: SettingsHooks): SettingsPanel {
   const cancel = el("button", { type: "button", class: "panel-cancel", text: "Cancel" });
   const closeButton = el("button", { type: "button", class: "close", "aria-label": "Close the settings", title: "Close" });
   const prompt = el("textarea", { id: "setting-systemPrompt", name: "systemPrompt", rows: 4 });
+  const openLogs = el("button", { type: "button", id: "open-log-folder", text: "Open log folder" });
+  const logPath = el("p", { class: "hint", id: "log-folder-path" });
   const form = el(
     "form",
     { class: "modal-card", novalidate: true },
@@ -95,6 +97,21 @@ export function createSettingsPanel(hooks: SettingsHooks): SettingsPanel {
         ...fieldsFor(["contextSize", "threads"]),
       ),
       el("fieldset", null, el("legend", { text: "Heat" }), ...fieldsFor(["fairRate", "seriousRate"])),
+      el(
+        "fieldset",
+        null,
+        el("legend", { text: "Problems" }),
+        el(
+          "div",
+          { class: "field wide" },
+          openLogs,
+          el("p", {
+            class: "hint",
+            text: "The log holds what went wrong (never your conversations); send its files with a problem report.",
+          }),
+          logPath,
+        ),
+      ),
       errorLine,
     ),
     el("footer", { class: "panel-foot" }, cancel, save),
@@ -161,6 +178,15 @@ export function createSettingsPanel(hooks: SettingsHooks): SettingsPanel {
     event.preventDefault();
     void submit();
   });
+  openLogs.addEventListener("click", () => {
+    void (async () => {
+      try {
+        logPath.textContent = await call("open_log_folder");
+      } catch (error) {
+        showProblem(errorMessage(error));
+      }
+    })();
+  });
   cancel.addEventListener("click", () => closeModal(panel));
   closeButton.addEventListener("click", () => closeModal(panel));
 
@@ -169,6 +195,10 @@ export function createSettingsPanel(hooks: SettingsHooks): SettingsPanel {
       showProblem(null);
       openModal(panel);
       save.disabled = true;
+      void call("log_folder").then(
+        (path) => (logPath.textContent = path),
+        () => undefined,
+      );
       try {
         loaded = await call("get_settings");
         fill(loaded);

@@ -226,4 +226,8 @@ export interface Commands {
   /** path: a file the user dropped on the window (the Rust side only accepts dropped paths). */
   summarize_dropped: { args: { path: string; onEvent: unknown }; result: { conversationId: string } };
   cancel_document: { args: Record<string, never>; result: null };
+  /** The folder of the log files (what a user sends when something went wrong). */
+  log_folder: { args: Record<string, never>; result: string };
+  /** Opens the log folder in the file manager; returns its path. */
+  open_log_folder: { args: Record<string, never>; result: string };
 }

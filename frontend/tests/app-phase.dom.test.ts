@@ -58,7 +58,7 @@ describe("app phase", () => {
     createPhaseController(hooks).start();
     await vi.advanceTimersByTimeAsync(0);
     expect(document.body.dataset.phase).toBe("failed");
-    expect(document.querySelector("#failed-message")?.textContent).toBe("No model was found; import a GGUF file.");
+    expect(document.querySelector("#failed-message")?.textContent).toBe("No model was found; import a GGUF file. (code: no_model)");
     document.querySelector<HTMLElement>("#failed-open-model")!.click();
     document.querySelector<HTMLElement>("#failed-open-settings")!.click();
     expect(hooks.openModelPanel).toHaveBeenCalled();

@@ -63,7 +63,7 @@ describe("applyChatEvent", () => {
       { event: "error", data: { code: "engine", message: "The engine stopped." } },
     ]);
     expect(state.streaming).toBeNull();
-    expect(state.failure).toEqual({ message: "The engine stopped.", partial: "partial", canRetry: true });
+    expect(state.failure).toEqual({ message: "The engine stopped. (code: engine)", partial: "partial", canRetry: true });
     expect(run(state, [{ event: "user", data: msg(1, "user", "again") }]).failure).toBeNull();
   });
 

@@ -189,7 +189,7 @@ describe("chat", () => {
     await settle();
     pending[1].reject({ code: "no_model", message: "no model is loaded" });
     await sent;
-    expect($(".chat-error-text").textContent).toBe("No model is loaded.");
+    expect($(".chat-error-text").textContent).toBe("No model is loaded. (code: no_model)");
     expect($<HTMLTextAreaElement>("#composer").value).toBe("again");
   });
 

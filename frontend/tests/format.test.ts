@@ -8,7 +8,18 @@ import {
   formatParameters,
   formatTimeLeft,
   formatTokensPerSecond,
+  withCode,
 } from "../src/format";
+
+describe("withCode", () => {
+  it("puts the error's code after its sentence, once", () => {
+    expect(withCode("The model could not be loaded.", "model_load_failed")).toBe(
+      "The model could not be loaded. (code: model_load_failed)",
+    );
+    expect(withCode("Oops. (code: x)", "x")).toBe("Oops. (code: x)");
+    expect(withCode("No code.", null)).toBe("No code.");
+  });
+});
 
 describe("formatBytes", () => {
   it("picks the unit", () => {

@@ -83,6 +83,8 @@ describe("the app", () => {
       }),
       get_settings: () => ({ ...fromBackend }),
       set_settings: ({ settings: next }) => ({ settings: next, reloading: false }),
+      log_folder: () => "/data/companion/logs",
+      open_log_folder: () => "/data/companion/logs",
       model_info: () => ({
         fileName: "gemma.gguf",
         path: "/m/gemma.gguf",
@@ -159,6 +161,16 @@ describe("the app", () => {
     expect(backend.callsOf("set_settings")).toEqual([{ settings: { ...fromBackend, temperature: 0.5, theme: "light" } }]);
     expect($("#settings-panel").hidden).toBe(true);
     expect(document.documentElement.dataset.theme).toBe("light");
+  });
+
+  it("opens the log folder from the settings and shows where it is", async () => {
+    press(document.body, ",", { ctrlKey: true });
+    await settle();
+    expect($("#log-folder-path").textContent).toBe("/data/companion/logs");
+    expect(backend.callsOf("open_log_folder")).toHaveLength(0);
+    $("#open-log-folder").click();
+    await settle();
+    expect(backend.callsOf("open_log_folder")).toHaveLength(1);
   });
 
   it("Escape closes a panel", async () => {

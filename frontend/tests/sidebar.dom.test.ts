@@ -159,7 +159,7 @@ describe("sidebar", () => {
     invokeMock.mockRejectedValueOnce({ code: "db", message: "the database is locked" });
     await sidebar.refresh();
     expect($("#error-banner").hidden).toBe(false);
-    expect($("#error-banner").textContent).toBe("The database is locked.");
+    expect($("#error-banner").textContent).toBe("The database is locked. (code: db)");
   });
 
   it("searches after a pause and opens a result at its message", async () => {

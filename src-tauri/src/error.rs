@@ -34,6 +34,14 @@ impl AppError {
             "The engine stopped; restart Companion to go on. Your conversations are saved.",
         )
     }
+
+    /// A bug stopped what was asked; the worker recovered and goes on.
+    pub fn worker_panic() -> Self {
+        AppError::new(
+            "worker_panic",
+            "Companion met an internal error and stopped what it was doing; it has recovered, so try again. The details are in the log (Settings → Open log folder).",
+        )
+    }
 }
 
 impl From<chat::Error> for AppError {

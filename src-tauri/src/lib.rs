@@ -11,6 +11,7 @@ pub mod error;
 pub mod settings;
 pub mod settings_file;
 pub mod shared;
+pub mod shutdown;
 pub mod state;
 pub mod views;
 pub mod worker;
@@ -66,6 +67,8 @@ pub fn builder<R: Runtime>(builder: tauri::Builder<R>, config: AppConfig) -> tau
             commands::documents::summarize_document,
             commands::documents::summarize_dropped,
             commands::documents::cancel_document,
+            commands::logs::log_folder,
+            commands::logs::open_log_folder,
         ])
 }
 
@@ -82,7 +85,7 @@ fn start<R: Runtime>(app: &tauri::AppHandle<R>, config: AppConfig) -> Result<App
         }
         // the worker meets the same error and shows it as the reason the app cannot start
         Err(e) => {
-            tracing::error!(error = %e, "the database cannot be opened");
+            tracing::error!(code = e.code(), error = %e, "the database cannot be opened");
             None
         }
     };
@@ -93,28 +96,24 @@ fn start<R: Runtime>(app: &tauri::AppHandle<R>, config: AppConfig) -> Result<App
     AppState::new(config, store, settings, shared)
 }
 
-/// Snapshot the open conversation before the process ends.
+/// Stop the running work and snapshot the open conversation before the process ends, within
+/// [`shutdown::EXIT_DEADLINE`] (the outcome is logged there).
 pub fn on_exit<R: Runtime>(app: &tauri::AppHandle<R>) {
     if let Some(state) = app.try_state::<AppState>() {
-        state
-            .shared
-            .reply_cancel
-            .store(true, std::sync::atomic::Ordering::Relaxed);
-        state
-            .shared
-            .document_cancel
-            .store(true, std::sync::atomic::Ordering::Relaxed);
-        if let Err(e) = state.worker.call_blocking(|w| w.close()) {
-            tracing::warn!(error = %e, "closing the conversation failed");
-        }
+        let _ = shutdown::close_within(&state.worker, &state.shared, shutdown::EXIT_DEADLINE);
     }
 }
 
 /// Start the desktop app (or, on iOS, the mobile entry point).
 #[cfg_attr(mobile, tauri::mobile_entry_point)]
 pub fn run() {
-    let app =
-        builder(tauri::Builder::default(), AppConfig::from_env()).build(tauri::generate_context!());
+    let config = AppConfig::from_env();
+    // before anything else, so that a failure to start is in the log too; an app without a
+    // log still runs
+    if let Err(e) = logging::install(&logging::log_dir(&config.database)) {
+        eprintln!("Companion runs without a log: {e}");
+    }
+    let app = builder(tauri::Builder::default(), config).build(tauri::generate_context!());
     match app {
         Ok(app) => app.run(|handle, event| {
             if let RunEvent::Exit = event {
@@ -122,6 +121,7 @@ pub fn run() {
             }
         }),
         Err(e) => {
+            tracing::error!(code = "app", error = %e, "the app could not start");
             eprintln!("Companion could not start: {e}");
             std::process::exit(1);
         }

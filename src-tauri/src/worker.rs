@@ -3,11 +3,17 @@
 //! and streaming a reply never run on the UI's threads. Commands send it jobs (closures) and
 //! await the answer; the worker runs them one at a time, in order. Stopping a reply does not
 //! go through the queue: it is a flag in [`Shared`].
+//!
+//! A job that panics (a bug) is caught at the thread's boundary: its caller gets a
+//! `worker_panic` error instead of the worker dying with every later command answered "the
+//! engine stopped", and the conversation manager, whose state the panic may have left half
+//! changed, is rebuilt on the same engine before the next job runs.
 
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::sync::mpsc::{self, Sender};
+use std::time::Duration;
 
 use chat::{ConversationManager, ManagerConfig};
 use engine::EngineHandle;
@@ -47,7 +53,9 @@ impl WorkerHandle {
                 };
                 worker.load(None);
                 for job in rx {
-                    job(&mut worker);
+                    // a `call`'s job catches its own panic, to answer its caller; this is the
+                    // net for the others
+                    let _ = guarded(&mut worker, job);
                 }
                 worker.shut_down();
             })
@@ -68,7 +76,7 @@ impl WorkerHandle {
         let (tx, rx) = tokio::sync::oneshot::channel();
         self.tx
             .send(Box::new(move |w| {
-                let _ = tx.send(f(w));
+                let _ = tx.send(guarded(w, f).and_then(|r| r));
             }))
             .map_err(|_| AppError::worker_gone())?;
         rx.await.map_err(|_| AppError::worker_gone())?
@@ -81,18 +89,49 @@ impl WorkerHandle {
             .map_err(|_| AppError::worker_gone())
     }
 
-    /// Run `f` and block until it is done (for app exit, where nothing else is waiting).
-    pub fn call_blocking<T: Send + 'static>(
+    /// Run `f` and block until it is done, or until `deadline` has passed (app exit: the
+    /// worker may be loading a model, which cannot be interrupted, and the window must close
+    /// all the same). After the deadline `f` still runs when the worker gets to it, unless the
+    /// process has ended by then.
+    pub fn call_within<T: Send + 'static>(
         &self,
+        deadline: Duration,
         f: impl FnOnce(&mut Worker) -> Result<T> + Send + 'static,
     ) -> Result<T> {
         let (tx, rx) = mpsc::channel();
         self.tx
             .send(Box::new(move |w| {
-                let _ = tx.send(f(w));
+                let _ = tx.send(guarded(w, f).and_then(|r| r));
             }))
             .map_err(|_| AppError::worker_gone())?;
-        rx.recv().map_err(|_| AppError::worker_gone())?
+        match rx.recv_timeout(deadline) {
+            Ok(r) => r,
+            Err(mpsc::RecvTimeoutError::Timeout) => Err(AppError::new(
+                "shutdown_timeout",
+                format!(
+                    "The engine did not stop within {} s; Companion quit without waiting for it.",
+                    deadline.as_secs_f64()
+                ),
+            )),
+            Err(mpsc::RecvTimeoutError::Disconnected) => Err(AppError::worker_gone()),
+        }
+    }
+}
+
+/// Run a job, catching a panic: it is logged (the log's panic hook has written the
+/// backtrace), the worker recovers, and the caller gets an error that says what happened.
+fn guarded<T>(w: &mut Worker, f: impl FnOnce(&mut Worker) -> T) -> Result<T> {
+    match logging::catch_panic(|| f(&mut *w)) {
+        Ok(r) => Ok(r),
+        Err(panic) => {
+            tracing::error!(
+                code = "worker_panic",
+                panic = %panic.message,
+                "a job on the chat worker panicked; rebuilding the conversation manager"
+            );
+            w.recover_from_panic();
+            Err(AppError::worker_panic())
+        }
     }
 }
 
@@ -128,7 +167,7 @@ impl Worker {
             match manager.open(&id) {
                 Ok(_) => self.shared.set_open(Some(id)),
                 Err(e) => {
-                    tracing::warn!(error = %e, "could not reopen the conversation");
+                    tracing::warn!(code = e.code(), error = %e, "could not reopen the conversation");
                     self.shared.set_open(None);
                 }
             }
@@ -145,13 +184,45 @@ impl Worker {
         self.load(reopen);
     }
 
+    /// After a panic: flags that the job had set are cleared, and the manager (whose state
+    /// may be half changed) is replaced by a new one on the same engine, the open conversation
+    /// reopened from the store, the engine's session started over. Its snapshot is not saved:
+    /// it may not match the conversation. Without an engine, or if that fails, load again.
+    fn recover_from_panic(&mut self) {
+        self.shared.replying.store(false, Ordering::Relaxed);
+        let Some(old) = self.manager.take() else {
+            return;
+        };
+        let engine = old.engine().clone();
+        let config = old.config().clone();
+        drop(old);
+        let reopen = self.shared.open();
+        let rebuilt = (|| -> Result<ConversationManager> {
+            engine.reset_session()?;
+            let store = Store::open(&self.database)?.store;
+            let mut manager = ConversationManager::new(engine, store, config);
+            if let Some(id) = &reopen {
+                manager.open(id)?;
+            }
+            Ok(manager)
+        })();
+        match rebuilt {
+            Ok(manager) => self.manager = Some(manager),
+            Err(e) => {
+                tracing::warn!(code = %e.code, error = %e, "rebuilding after a panic failed; loading again");
+                self.shared.set_engine(None);
+                self.load(reopen);
+            }
+        }
+    }
+
     fn shut_down(&mut self) {
         // a document job holds its own engine handle: stop it so the old model goes away
         self.shared.document_cancel.store(true, Ordering::Relaxed);
         if let Some(mut manager) = self.manager.take()
             && let Err(e) = manager.close()
         {
-            tracing::warn!(error = %e, "snapshot at close failed");
+            tracing::warn!(code = e.code(), error = %e, "snapshot at close failed");
         }
         self.shared.set_engine(None);
     }
@@ -188,4 +259,36 @@ fn load_error(e: engine::Error, settings: &Settings) -> AppError {
         &code,
         format!("{}{what_to_do}", crate::error::sentence(&e.to_string())),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Today's bug: a job that panicked killed the worker thread, so that command and every
+    /// one after it answered "The engine stopped; restart Companion".
+    #[test]
+    fn a_panicking_job_is_reported_and_the_worker_goes_on() {
+        let dir = tempfile::tempdir().unwrap();
+        let shared = Arc::new(Shared::default());
+        let settings = Settings {
+            model_path: Some(dir.path().join("missing.gguf")),
+            ..Settings::default()
+        };
+        let handle =
+            WorkerHandle::start(dir.path().join("companion.db"), settings, shared.clone()).unwrap();
+        let deadline = Duration::from_secs(60);
+        shared.replying.store(true, Ordering::Relaxed);
+        let err = handle
+            .call_within(deadline, |_| -> Result<()> { panic!("a bug in a command") })
+            .unwrap_err();
+        assert_eq!(err.code, "worker_panic", "{err}");
+        assert!(
+            !shared.replying.load(Ordering::Relaxed),
+            "a reply that panicked is not left 'streaming'"
+        );
+        handle.spawn(|_| panic!("a bug in a queued job")).unwrap();
+        let answer = handle.call_within(deadline, |_| Ok(42)).unwrap();
+        assert_eq!(answer, 42);
+    }
 }

@@ -16,9 +16,11 @@ use agent::{GrantMode, GrantSpec, Sandbox};
 use memory::Store;
 
 /// Companion's own files for a database at `db`: everything the store keeps beside it
-/// ([`memory::store_files`]) and the default data folder. Tools never list or read them.
+/// ([`memory::store_files`]), the log folder beside it (the log names files and
+/// conversations), and the default data folder. Tools never list or read them.
 pub fn private_paths(db: &Path) -> Vec<PathBuf> {
     let mut paths = memory::store_files(db);
+    paths.push(logging::log_dir(db));
     if let Some(data_dir) = memory::default_database_path().parent() {
         paths.push(data_dir.to_path_buf());
     }

@@ -32,7 +32,7 @@ pub struct Args {
     #[command(flatten)]
     model: ModelOptions,
     #[command(flatten)]
-    store: StoreOptions,
+    pub(crate) store: StoreOptions,
 }
 
 enum Input {
@@ -183,7 +183,7 @@ pub fn run(args: Args) -> Result<()> {
                 }
             }
             // the turn failed (the message was too long, …): say so and keep chatting
-            Err(e) => eprintln!("error: {e}"),
+            Err(e) => crate::log::report(e.code(), &e.to_string()),
         }
     }
     manager.close()?;

@@ -15,7 +15,7 @@ pub struct Args {
     #[command(subcommand)]
     command: Command,
     #[command(flatten)]
-    store: StoreOptions,
+    pub(crate) store: StoreOptions,
 }
 
 #[derive(Subcommand)]

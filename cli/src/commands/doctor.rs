@@ -94,6 +94,7 @@ pub fn run(args: Args) -> Result<()> {
         "minimumUsefulContext": MIN_USEFUL_CONTEXT,
         "model": model,
         "gemmaSizes": sizes,
+        "logFile": crate::log::log_file(),
     });
 
     let mut o = std::io::stdout().lock();
@@ -149,6 +150,10 @@ pub fn run(args: Args) -> Result<()> {
         (Some(c), _) => writeln!(o, "recommended       context {c} tokens")?,
         (None, Some(p)) => writeln!(o, "recommended       {p}")?,
         _ => {}
+    }
+    match crate::log::log_file() {
+        Some(path) => writeln!(o, "log               {}", path.display())?,
+        None => writeln!(o, "log               none (see the notice above)")?,
     }
     writeln!(o, "Gemma sizes at {context} tokens of context:")?;
     for s in &sizes {

@@ -30,7 +30,7 @@ pub struct Args {
     #[arg(long, default_value_t = 128, value_name = "N", value_parser = clap::value_parser!(u32).range(8..=4096))]
     summary_tokens: u32,
     #[command(flatten)]
-    store: StoreOptions,
+    pub(crate) store: StoreOptions,
     #[command(flatten)]
     model: ModelOptions,
 }

@@ -66,9 +66,19 @@ struct CallArgs {
     #[arg(long)]
     json: bool,
     #[command(flatten)]
-    store: StoreOptions,
+    pub(crate) store: StoreOptions,
     #[command(flatten)]
     model: ModelOptions,
+}
+
+impl Args {
+    /// The database a `call` names with `--db`, for the log to go beside it.
+    pub(crate) fn db(&self) -> Option<PathBuf> {
+        match &self.command {
+            Command::Call(call) => call.store.db.clone(),
+            Command::List { .. } => None,
+        }
+    }
 }
 
 pub fn run(args: Args) -> Result<()> {

@@ -107,35 +107,63 @@ async fn summarize(
     state.shared.document_cancel.store(false, Ordering::Relaxed);
     let shared = state.shared.clone();
     let database = state.config.database.clone();
+    let cancel = state.shared.document_cancel.clone();
+    let started = on_job_thread(shared, on_event, move |on_event| {
+        run_job(&engine, &database, &path, &cancel, on_event)
+    });
+    match started {
+        Ok(rx) => rx.await.map_err(|_| AppError::worker_gone())?,
+        Err(e) => {
+            state.shared.summarizing.store(false, Ordering::Release);
+            Err(AppError::new(
+                "document",
+                format!("The summary could not be started ({e}); try again."),
+            ))
+        }
+    }
+}
+
+type JobResult = Result<(DocumentDone, String)>;
+
+/// Run `job` on a thread of its own; whatever way it ends — done, failed, or panicked (a bug
+/// in an extractor, say) — the "summarizing" flag is cleared and the webview gets an event
+/// that says so, so a bug in one document never leaves the app refusing the next one.
+fn on_job_thread(
+    shared: std::sync::Arc<crate::shared::Shared>,
+    on_event: Channel<DocumentEvent>,
+    job: impl FnOnce(&Channel<DocumentEvent>) -> JobResult + Send + 'static,
+) -> std::io::Result<tokio::sync::oneshot::Receiver<Result<DocumentDone>>> {
     let (tx, rx) = tokio::sync::oneshot::channel();
-    let spawned = std::thread::Builder::new()
+    std::thread::Builder::new()
         .name("companion-document".into())
         .spawn(move || {
-            let result = run_job(
-                &engine,
-                &database,
-                &path,
-                &shared.document_cancel,
-                &on_event,
-            );
+            let result = logging::catch_panic(|| job(&on_event)).unwrap_or_else(|panic| {
+                tracing::error!(
+                    code = "document_panic",
+                    panic = %panic.message,
+                    "a document job panicked"
+                );
+                Err(AppError::new(
+                    "document_panic",
+                    "Companion met an internal error while summarizing this document and stopped the summary; the summaries made so far are kept. The details are in the log (Settings → Open log folder).",
+                ))
+            });
             shared.summarizing.store(false, Ordering::Release);
             let _ = match &result {
                 Ok((done, title)) => on_event.send(DocumentEvent::Done {
                     conversation_id: done.conversation_id.clone(),
                     title: title.clone(),
                 }),
-                Err(e) => on_event.send(DocumentEvent::Error(e.clone())),
+                Err(e) => {
+                    if e.code != "cancelled" {
+                        tracing::warn!(code = %e.code, "the document was not summarized");
+                    }
+                    on_event.send(DocumentEvent::Error(e.clone()))
+                }
             };
             let _ = tx.send(result.map(|(done, _)| done));
-        });
-    if let Err(e) = spawned {
-        state.shared.summarizing.store(false, Ordering::Release);
-        return Err(AppError::new(
-            "document",
-            format!("The summary could not be started ({e}); try again."),
-        ));
-    }
-    rx.await.map_err(|_| AppError::worker_gone())?
+        })?;
+    Ok(rx)
 }
 
 fn run_job(
@@ -185,4 +213,65 @@ fn run_job(
         },
         title,
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+
+    use tauri::ipc::InvokeResponseBody;
+
+    use super::*;
+    use crate::shared::Shared;
+
+    fn recorder() -> (Channel<DocumentEvent>, Arc<Mutex<Vec<String>>>) {
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let into = seen.clone();
+        let channel = Channel::new(move |body| {
+            if let InvokeResponseBody::Json(json) = body {
+                into.lock().unwrap().push(json);
+            }
+            Ok(())
+        });
+        (channel, seen)
+    }
+
+    /// Today's bug: a panicking job left "summarizing" set forever (every later document was
+    /// refused as "busy") and the command answered "The engine stopped".
+    #[test]
+    fn a_panicking_job_clears_the_flag_and_reports_a_clear_error() {
+        let shared = Arc::new(Shared::default());
+        shared.summarizing.store(true, Ordering::Release);
+        let (channel, events) = recorder();
+        let rx = on_job_thread(shared.clone(), channel, |_| -> JobResult {
+            panic!("a bug in an extractor")
+        })
+        .unwrap();
+        let err = rx.blocking_recv().expect("the job answered").unwrap_err();
+        assert_eq!(err.code, "document_panic", "{err}");
+        assert!(!shared.summarizing.load(Ordering::Acquire));
+        let events = events.lock().unwrap();
+        assert_eq!(events.len(), 1, "{events:?}");
+        assert!(events[0].contains(r#""event":"error""#), "{events:?}");
+        assert!(events[0].contains("document_panic"), "{events:?}");
+    }
+
+    #[test]
+    fn a_finished_job_clears_the_flag_and_reports_done() {
+        let shared = Arc::new(Shared::default());
+        shared.summarizing.store(true, Ordering::Release);
+        let (channel, events) = recorder();
+        let rx = on_job_thread(shared.clone(), channel, |_| -> JobResult {
+            Ok((
+                DocumentDone {
+                    conversation_id: "c".into(),
+                },
+                "Summary of x".into(),
+            ))
+        })
+        .unwrap();
+        assert_eq!(rx.blocking_recv().unwrap().unwrap().conversation_id, "c");
+        assert!(!shared.summarizing.load(Ordering::Acquire));
+        assert!(events.lock().unwrap()[0].contains(r#""event":"done""#));
+    }
 }

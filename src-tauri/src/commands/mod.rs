@@ -5,5 +5,6 @@ pub mod app;
 pub mod chat;
 pub mod conversations;
 pub mod documents;
+pub mod logs;
 pub mod model;
 pub mod settings;
