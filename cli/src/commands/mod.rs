@@ -1,3 +1,4 @@
+pub mod agent;
 pub mod bench;
 pub mod bench_pacing;
 pub mod chat;
