@@ -34,7 +34,7 @@ fn every_tool_is_declared_in_the_first_user_turn_before_gemma_4() {
     assert!(first.starts_with("user\nBe brief.\n\nYou have access to functions."));
     for t in &tools {
         assert!(
-            first.contains(&format!("{{\"name\":\"{}\"", t.name)),
+            first.contains(&format!("\"name\":\"{}\"", t.name)),
             "{}",
             t.name
         );

@@ -31,10 +31,29 @@ pub(super) fn declarations_text(tools: &[Tool]) -> String {
     format!("{INSTRUCTIONS}\n{}", lines.join("\n"))
 }
 
-/// The call as the model writes it, from the opener to the closing fence.
+/// The call as the model writes it, from the opener to the closing fence, spelled as the
+/// instructions and the grammar spell it (`", "` and `": "` between items).
 pub(super) fn call_text(call: &ToolCall) -> String {
     let body = serde_json::json!({"name": call.name, "parameters": call.arguments});
-    format!("{OPENER}\n{body}{CLOSER}")
+    format!("{OPENER}\n{}{CLOSER}", spaced(&body))
+}
+
+/// JSON with a space after each `,` and `:` — the separators the call grammar fixes.
+fn spaced(value: &Value) -> String {
+    match value {
+        Value::Array(items) => {
+            let inner: Vec<String> = items.iter().map(spaced).collect();
+            format!("[{}]", inner.join(", "))
+        }
+        Value::Object(map) => {
+            let inner: Vec<String> = map
+                .iter()
+                .map(|(k, v)| format!("{}: {}", Value::String(k.clone()), spaced(v)))
+                .collect();
+            format!("{{{}}}", inner.join(", "))
+        }
+        other => other.to_string(),
+    }
 }
 
 pub(super) fn result_text(tool: &str, text: &str) -> String {
@@ -76,6 +95,7 @@ pub(super) fn render(tools: &[Tool], entries: &[Entry], open_model_turn: bool) -
             Entry::Model { text, call } => {
                 let mut t = text.trim_end().to_string();
                 if let Some(call) = call {
+                    let call = &super::in_schema_order(tools, call);
                     if !t.is_empty() {
                         t.push('\n');
                     }
@@ -125,8 +145,13 @@ mod tests {
 
     #[test]
     fn a_written_call_reads_back() {
-        let call = ToolCall::new("read_file", json!({"path": "a/b.txt", "offset": 3}));
+        // keys written in sorted order: the same order with or without preserve_order
+        let call = ToolCall::new("read_file", json!({"offset": 3, "path": "a/b.txt"}));
         let text = call_text(&call);
+        assert_eq!(
+            text,
+            "```tool_code\n{\"name\": \"read_file\", \"parameters\": {\"offset\": 3, \"path\": \"a/b.txt\"}}\n```"
+        );
         let body = text.strip_prefix(OPENER).unwrap();
         assert_eq!(parse(body), Ok(call));
     }

@@ -155,7 +155,7 @@ pub(super) fn render(tools: &[Tool], entries: &[Entry], open_model_turn: bool) -
                 match call {
                     Some(call) => {
                         out.push(Piece::Control(CALL_OPEN));
-                        out.extend(call_pieces(call));
+                        out.extend(call_pieces(&super::in_schema_order(tools, call)));
                     }
                     None => close_model(&mut out, &mut model_open),
                 }

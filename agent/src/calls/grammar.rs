@@ -195,14 +195,15 @@ mod tests {
 
     #[test]
     fn gemma4_objects_keep_required_keys_and_may_skip_the_others() {
+        // offset before path: the order of the schema as written and, without serde_json's
+        // preserve_order, of its sorted keys
         let schema = json!({"type": "object", "properties": {
-            "path": {"type": "string", "maxLength": 5},
-            "offset": {"type": "integer"}
+            "offset": {"type": "integer"},
+            "path": {"type": "string", "maxLength": 5}
         }, "required": ["path"]});
         let mut rules = Vec::new();
         let top = gemma4_value(&schema, "v", &mut rules);
         assert_eq!(top, "\"{\" v_f0 \"}\"");
-        // properties in the schema's key order (serde_json's: sorted), offset then path
         let rule = |name: &str| {
             rules
                 .iter()

@@ -79,8 +79,33 @@ pub fn opener_pieces(format: CallFormat) -> Vec<Piece> {
     }
 }
 
-/// A call as the model writes it after the opener, to its end.
-pub fn call_pieces(format: CallFormat, call: &ToolCall) -> Vec<Piece> {
+/// `call` with its arguments in the order of its tool's schema (the order the grammar
+/// admits them in: llguidance writes a JSON object's properties in schema order).
+pub fn in_schema_order(tools: &[Tool], call: &ToolCall) -> ToolCall {
+    let (Some(tool), Value::Object(args)) =
+        (tools.iter().find(|t| t.name == call.name), &call.arguments)
+    else {
+        return call.clone();
+    };
+    let mut ordered = serde_json::Map::new();
+    if let Some(props) = tool.parameters.get("properties").and_then(Value::as_object) {
+        for key in props.keys() {
+            if let Some(v) = args.get(key) {
+                ordered.insert(key.clone(), v.clone());
+            }
+        }
+    }
+    for (k, v) in args {
+        if !ordered.contains_key(k) {
+            ordered.insert(k.clone(), v.clone());
+        }
+    }
+    ToolCall::new(call.name.clone(), Value::Object(ordered))
+}
+
+/// A call as the model writes it after the opener, to its end, arguments in schema order.
+pub fn call_pieces(format: CallFormat, tools: &[Tool], call: &ToolCall) -> Vec<Piece> {
+    let call = &in_schema_order(tools, call);
     match format {
         CallFormat::FencedJson => {
             let text = fenced::call_text(call);

@@ -87,16 +87,24 @@ impl AgentModel for EngineModel {
 pub struct ScriptedCalls<M> {
     pub inner: M,
     pub format: CallFormat,
+    /// The enabled tools (the script's arguments are written in their schemas' order).
+    pub tools: Vec<agent::Tool>,
     pub script: VecDeque<ToolCall>,
     /// Set between the opener and the call's body.
     pending: Option<ToolCall>,
 }
 
 impl<M: AgentModel> ScriptedCalls<M> {
-    pub fn new(inner: M, format: CallFormat, script: impl IntoIterator<Item = ToolCall>) -> Self {
+    pub fn new(
+        inner: M,
+        format: CallFormat,
+        tools: Vec<agent::Tool>,
+        script: impl IntoIterator<Item = ToolCall>,
+    ) -> Self {
         ScriptedCalls {
             inner,
             format,
+            tools,
             script: script.into_iter().collect(),
             pending: None,
         }
@@ -140,7 +148,7 @@ impl<M: AgentModel> AgentModel for ScriptedCalls<M> {
                 // grammar refuses fails here as a model's would be masked
                 let ids = super::turn::encode_pieces(
                     &tokenizer,
-                    &agent::calls::call_pieces(self.format, &call),
+                    &agent::calls::call_pieces(self.format, &self.tools, &call),
                     false,
                 )?;
                 let mut out = Vec::new();
