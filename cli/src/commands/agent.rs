@@ -124,37 +124,57 @@ pub fn run(args: Args) -> Result<()> {
         cancel: cancel.clone(),
     };
     let mut stdout = std::io::stdout();
-    let mut in_text = false;
+    let mut printer = StepPrinter::default();
     let outcome = agent.run(&[], &args.task, &mut |event| {
         if json {
             if let Ok(line) = serde_json::to_string(&event) {
                 let _ = writeln!(stdout, "{line}");
             }
-            return;
+        } else {
+            printer.show(event);
         }
-        let mut end_text = |in_text: &mut bool| {
-            if *in_text {
-                let _ = writeln!(stdout);
-                *in_text = false;
-            }
-        };
+    })?;
+    if !json && outcome.constrained_tokens > 0 {
+        eprintln!(
+            "({} tokens decoded under the call grammar; its masks took {:.2} ms per token)",
+            outcome.constrained_tokens,
+            1e3 * outcome.constraint_seconds / outcome.constrained_tokens as f64
+        );
+    }
+    Ok(())
+}
+
+/// The agent's events on the terminal: text to stdout as it streams, steps to stderr.
+#[derive(Default)]
+pub(crate) struct StepPrinter {
+    in_text: bool,
+}
+
+impl StepPrinter {
+    fn end_text(&mut self) {
+        if self.in_text {
+            println!();
+            self.in_text = false;
+        }
+    }
+
+    pub(crate) fn show(&mut self, event: AgentEvent) {
         match event {
             AgentEvent::Text(t) => {
+                let mut stdout = std::io::stdout();
                 let _ = stdout.write_all(t.as_bytes());
                 let _ = stdout.flush();
-                in_text = true;
+                self.in_text = true;
             }
             AgentEvent::CallStarted {
                 step,
                 tool,
                 arguments,
             } => {
-                end_text(&mut in_text);
+                self.end_text();
                 eprintln!("[{step}] {tool} {arguments}");
             }
-            AgentEvent::WaitingForApproval { .. } => {
-                end_text(&mut in_text);
-            }
+            AgentEvent::WaitingForApproval { .. } => self.end_text(),
             AgentEvent::Progress(p) => {
                 let total = p.total.map(|t| format!("/{t}")).unwrap_or_default();
                 eprintln!("    {}: {}{total} {}", p.tool, p.done, p.message);
@@ -175,11 +195,11 @@ pub fn run(args: Args) -> Result<()> {
                 eprintln!("    → {status}{cut}: {preview}");
             }
             AgentEvent::InvalidCall { step, problem } => {
-                end_text(&mut in_text);
+                self.end_text();
                 eprintln!("[{step}] the model's call was refused: {problem}");
             }
             AgentEvent::Done { stop, steps } => {
-                end_text(&mut in_text);
+                self.end_text();
                 match stop {
                     AgentStop::Answered => {}
                     AgentStop::MaxTokens => eprintln!("(the answer reached its token limit)"),
@@ -191,13 +211,5 @@ pub fn run(args: Args) -> Result<()> {
                 }
             }
         }
-    })?;
-    if !json && outcome.constrained_tokens > 0 {
-        eprintln!(
-            "({} tokens decoded under the call grammar; its masks took {:.2} ms per token)",
-            outcome.constrained_tokens,
-            1e3 * outcome.constraint_seconds / outcome.constrained_tokens as f64
-        );
     }
-    Ok(())
 }
