@@ -9,7 +9,9 @@
 //! - [`declarations`]: every tool with its one-line description and JSON Schema;
 //! - [`Sandbox`]: granted folders opened once with cap-std, every path resolved beneath them;
 //! - [`text`]: bounded reads of file text (a window; a stream of lines);
-//! - [`clock`] and [`calc`]: local time, reminder times, arithmetic.
+//! - [`clock`] and [`calc`]: local time, reminder times, arithmetic;
+//! - [`calls`]: tool calls in the model's format — declarations, transcript, call grammar,
+//!   parsing.
 //!
 //! Tool results are data. [`ToolOutput::text_for_model`] is plain text: the engine must
 //! tokenize it (and file contents in general) as text, never parsing special-token strings
@@ -18,6 +20,7 @@
 
 pub mod approval;
 pub mod calc;
+pub mod calls;
 pub mod clock;
 pub mod error;
 pub mod host;

@@ -30,6 +30,9 @@ pub enum Error {
         "cancelled after {done} of {total} summaries; they are kept, and the same job resumes from there"
     )]
     Cancelled { done: usize, total: usize },
+    /// The tool-call grammar could not be built (a bug: our schemas are checked).
+    #[error("the tool-call grammar could not be built: {0}")]
+    Grammar(String),
 }
 
 impl Error {
@@ -44,6 +47,7 @@ impl Error {
             Error::Document(e) => e.code(),
             Error::ContextTooSmall { .. } => "context_too_small",
             Error::Cancelled { .. } => "cancelled",
+            Error::Grammar(_) => "grammar",
         }
     }
 }

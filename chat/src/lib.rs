@@ -6,9 +6,11 @@
 //! - [`EngineSummarizer`]: memory's `Summarizer` written with the engine;
 //! - [`documents`]: summarizing a document far longer than the context, as a resumable job;
 //! - [`prompt`]: how summaries and messages become the engine's chat prompt;
+//! - [`agent_loop`]: the agent loop on the model — constrained tool calls, results in the context;
 //! - [`tools`]: the agent's tools on the store (notes, reminders, search, audit log) and on
 //!   the document job (summarize_file), and the sandbox from the grants the store keeps.
 
+pub mod agent_loop;
 pub mod documents;
 pub mod error;
 pub mod manager;

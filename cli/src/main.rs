@@ -39,6 +39,8 @@ enum Command {
     Bench(commands::bench::Args),
     /// List the agent's tools, or run one directly on granted folders (no model needed).
     Tools(commands::tools::Args),
+    /// Run the agent on the model: it may call the tools on the granted folders (writes ask first).
+    Agent(commands::agent::Args),
 }
 
 impl Command {
@@ -85,6 +87,7 @@ fn main() -> ExitCode {
         Command::Bench(a) => commands::bench::run(a),
         Command::Doctor(a) => commands::doctor::run(a),
         Command::Tools(a) => commands::tools::run(a),
+        Command::Agent(a) => commands::agent::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -98,6 +98,10 @@ pub enum Error {
     #[error("the engine thread has stopped")]
     EngineStopped,
 
+    /// The token constraint of a request (a tool call's grammar) could not go on.
+    #[error("the output constraint failed: {0}")]
+    Constraint(String),
+
     #[error("tensor computation failed: {0}")]
     Candle(#[from] candle_core::Error),
 }
@@ -121,6 +125,7 @@ impl Error {
             Error::SnapshotCorrupt(_) => "snapshot_corrupt",
             Error::Request { code, .. } => code,
             Error::EngineStopped => "engine_stopped",
+            Error::Constraint(_) => "constraint_failed",
             Error::Candle(_) => "compute",
         }
     }

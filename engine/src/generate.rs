@@ -2,6 +2,8 @@
 //! token by token, streaming whole-UTF-8 text pieces, until `<end_of_turn>`/`<eos>`, a stop
 //! string, the token limit, a full context, or cancellation (checked every decode step).
 //! A [`Pacer`] (see [`crate::thermal`]) may slow or pause the loop between decode steps.
+//! A [`TokenConstraint`] may mask each step's logits (a tool call's grammar) and end the
+//! generation when what it constrains is complete.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
@@ -10,7 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::engine::Engine;
 use crate::error::{Error, Result};
-use crate::sampling::{Sampler, SamplingParams};
+use crate::sampling::{Sampler, SamplingParams, TokenConstraint, apply_mask};
 use crate::session::{Session, common_prefix};
 use crate::thermal::Pacer;
 
@@ -45,6 +47,8 @@ pub enum StopReason {
     StopString,
     Cancelled,
     ContextFull,
+    /// The token constraint said its text is complete.
+    ConstraintDone,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -63,6 +67,11 @@ pub struct GenerationStats {
     pub paced_seconds: f64,
     /// Seconds it was paused at `critical`.
     pub paused_seconds: f64,
+    /// Tokens chosen under a token constraint, and the seconds its masks and updates took.
+    #[serde(default)]
+    pub constrained_tokens: usize,
+    #[serde(default)]
+    pub constraint_seconds: f64,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -134,11 +143,12 @@ impl Engine {
         cancel: &AtomicBool,
         on_text: &mut dyn FnMut(&str),
     ) -> Result<Generation> {
-        self.generate_paced(session, prompt, params, cancel, None, on_text)
+        self.generate_paced(session, prompt, params, cancel, None, None, on_text)
     }
 
-    /// [`Self::generate`] with thermal pacing between decode steps. The compute threads are
-    /// back to the full pool when it returns.
+    /// [`Self::generate`] with thermal pacing between decode steps and an optional token
+    /// constraint. The compute threads are back to the full pool when it returns.
+    #[allow(clippy::too_many_arguments)]
     pub fn generate_paced(
         &self,
         session: &mut Session,
@@ -146,13 +156,16 @@ impl Engine {
         params: &GenerateParams,
         cancel: &AtomicBool,
         mut pacer: Option<&mut Pacer<'_>>,
+        constraint: Option<&mut dyn TokenConstraint>,
         on_text: &mut dyn FnMut(&str),
     ) -> Result<Generation> {
         if let Some(p) = pacer.as_deref_mut() {
             self.model
                 .set_reduced_threads(p.before_prefill().reduced_threads);
         }
-        let result = self.generate_inner(session, prompt, params, cancel, &mut pacer, on_text);
+        let result = self.generate_inner(
+            session, prompt, params, cancel, &mut pacer, constraint, on_text,
+        );
         self.model.set_reduced_threads(false);
         let mut generation = result?;
         if let Some(p) = pacer {
@@ -164,6 +177,7 @@ impl Engine {
         Ok(generation)
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn generate_inner(
         &self,
         session: &mut Session,
@@ -171,6 +185,7 @@ impl Engine {
         params: &GenerateParams,
         cancel: &AtomicBool,
         pacer: &mut Option<&mut Pacer<'_>>,
+        mut constraint: Option<&mut dyn TokenConstraint>,
         on_text: &mut dyn FnMut(&str),
     ) -> Result<Generation> {
         if prompt.is_empty() {
@@ -205,6 +220,8 @@ impl Engine {
         let mut text = String::new();
         let mut history: Vec<u32> = prompt.to_vec();
         let mut first_token_at = None;
+        let mut constrained_tokens = 0usize;
+        let mut constraint_seconds = 0.0f64;
         let mut emit = |piece: &str, text: &mut String| {
             if !piece.is_empty() {
                 text.push_str(piece);
@@ -218,7 +235,26 @@ impl Engine {
             if ids.len() >= params.max_tokens {
                 break StopReason::MaxTokens;
             }
-            let id = sampler.sample(&mut logits, &history);
+            let mut complete = false;
+            let id = match constraint.as_deref_mut() {
+                None => sampler.sample(&mut logits, &history),
+                Some(c) => {
+                    let started = Instant::now();
+                    let allowed = c.allowed().map_err(|e| Error::Constraint(e.0))?;
+                    if apply_mask(&mut logits, allowed) == 0 {
+                        return Err(Error::Constraint(
+                            "the constraint allows no token of this vocabulary".into(),
+                        ));
+                    }
+                    constraint_seconds += started.elapsed().as_secs_f64();
+                    let id = sampler.sample(&mut logits, &history);
+                    let started = Instant::now();
+                    complete = c.accept(id).map_err(|e| Error::Constraint(e.0))?;
+                    constraint_seconds += started.elapsed().as_secs_f64();
+                    constrained_tokens += 1;
+                    id
+                }
+            };
             first_token_at.get_or_insert_with(|| t0.elapsed().as_secs_f64());
             if stop_ids.contains(&id) && !params.ignore_eos {
                 break StopReason::EndOfTurn;
@@ -231,6 +267,9 @@ impl Engine {
                 if hit {
                     break StopReason::StopString;
                 }
+            }
+            if complete {
+                break StopReason::ConstraintDone;
             }
             if ids.len() >= params.max_tokens {
                 break StopReason::MaxTokens;
@@ -280,6 +319,8 @@ impl Engine {
             },
             paced_seconds: 0.0,
             paused_seconds: 0.0,
+            constrained_tokens,
+            constraint_seconds,
         };
         Ok(Generation {
             ids,

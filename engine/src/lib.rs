@@ -45,8 +45,10 @@ pub use error::{Error, Result};
 pub use generate::{GenerateParams, Generation, GenerationStats, StopReason};
 pub use kv_budget::{PAGE_SIZE, SessionConfig};
 pub use model::{Hidden, Model};
-pub use runtime::{EngineHandle, Event, GenerationHandle, Prompt, ScratchSession, SessionId};
-pub use sampling::SamplingParams;
+pub use runtime::{
+    EngineHandle, Event, GenerateOptions, GenerationHandle, Prompt, ScratchSession, SessionId,
+};
+pub use sampling::{ConstraintError, SamplingParams, TokenConstraint};
 pub use session::Session;
 pub use thermal::{ThermalConfig, ThermalNotice, ThermalState};
 pub use tokenizer::{ChatMessage, GemmaTokenizer, Role};

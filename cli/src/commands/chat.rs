@@ -4,6 +4,7 @@
 //! streams), `--conversation ID` resumes a saved conversation (from its KV snapshot when
 //! valid), and leaving snapshots the session so the next resume is instant. Ctrl-C during a
 //! reply stops that reply and the chat goes on; Ctrl-C at the prompt, Ctrl-D or `/exit` leave.
+//! With `--allow DIR` the model may call the agent's tools (see [`super::chat_tools`]).
 
 use std::collections::VecDeque;
 use std::io::{BufRead, Write};
@@ -23,14 +24,26 @@ use crate::options::{ModelOptions, SamplingOptions, StoreOptions};
 pub struct Args {
     /// The conversation to continue (its id, or the start of it), or `new`
     #[arg(long, default_value = "new", value_name = "ID|new")]
-    conversation: String,
+    pub(crate) conversation: String,
     /// System prompt (kept with a new conversation; overrides a resumed one's)
     #[arg(long)]
-    system: Option<String>,
+    pub(crate) system: Option<String>,
+    /// Enable the agent's tools on this folder, read only (repeatable)
+    #[arg(long = "allow", value_name = "DIR")]
+    pub(crate) allow: Vec<std::path::PathBuf>,
+    /// Enable the tools on a folder they may also write to, each write asked (repeatable)
+    #[arg(long = "allow-write", value_name = "DIR")]
+    pub(crate) allow_write: Vec<std::path::PathBuf>,
+    /// With tools: approve writes without asking
+    #[arg(long)]
+    pub(crate) yes: bool,
+    /// With tools: tool calls per message
+    #[arg(long, default_value_t = 8, value_name = "N")]
+    pub(crate) max_steps: usize,
     #[command(flatten)]
-    sampling: SamplingOptions,
+    pub(crate) sampling: SamplingOptions,
     #[command(flatten)]
-    model: ModelOptions,
+    pub(crate) model: ModelOptions,
     #[command(flatten)]
     pub(crate) store: StoreOptions,
 }
@@ -41,6 +54,9 @@ enum Input {
 }
 
 pub fn run(args: Args) -> Result<()> {
+    if !args.allow.is_empty() || !args.allow_write.is_empty() {
+        return super::chat_tools::run(args);
+    }
     let params = args.sampling.params();
     params.sampling.validate()?;
     let store = args.store.open()?;

@@ -1,6 +1,8 @@
+pub mod agent;
 pub mod bench;
 pub mod bench_pacing;
 pub mod chat;
+pub mod chat_tools;
 pub mod conversations;
 pub mod doctor;
 pub mod generate;

@@ -187,7 +187,7 @@ fn run_call(args: CallArgs) -> Result<()> {
 
 /// `add_note wants to save a note titled "x" (3 characters)` with the exact arguments, then
 /// y / n / a (yes for this run).
-fn ask_on_terminal(request: &ApprovalRequest<'_>) -> ApprovalAnswer {
+pub(crate) fn ask_on_terminal(request: &ApprovalRequest<'_>) -> ApprovalAnswer {
     eprintln!(
         "{} wants to {}\n  arguments: {}",
         request.tool, request.action, request.arguments

@@ -106,6 +106,7 @@ fn handle(actor: &mut Actor, request: Request, drafts: &DraftSlot, thermal: &The
             params,
             events,
             cancel,
+            mut constraint,
         } => {
             let _span = tracing::debug_span!("generate", %session).entered();
             let Some(session) = actor.sessions.get_mut(&session) else {
@@ -131,6 +132,9 @@ fn handle(actor: &mut Actor, request: Request, drafts: &DraftSlot, thermal: &The
                     &params,
                     &cancel,
                     Some(&mut pacer),
+                    constraint
+                        .as_deref_mut()
+                        .map(|c| c as &mut dyn crate::sampling::TokenConstraint),
                     &mut |t| {
                         let _ = events.send(Event::Text(t.to_string()));
                     },

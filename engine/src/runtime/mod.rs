@@ -22,6 +22,7 @@ use crate::draft::DraftSlot;
 use crate::engine::{Engine, EngineConfig, ModelInfo, ScoredPosition};
 use crate::error::{Error, Result};
 use crate::generate::{GenerateParams, Generation};
+use crate::sampling::TokenConstraint;
 use crate::thermal::{ThermalGovernor, ThermalNotice, ThermalState};
 use crate::tokenizer::{ChatMessage, GemmaTokenizer};
 
@@ -89,6 +90,7 @@ pub(crate) enum Request {
         params: GenerateParams,
         events: Sender<Event>,
         cancel: Arc<AtomicBool>,
+        constraint: Option<Box<dyn TokenConstraint>>,
     },
     Score {
         ids: Vec<u32>,
@@ -168,6 +170,16 @@ impl Drop for ThreadGuard {
             let _ = t.join();
         }
     }
+}
+
+/// What a generation request may carry besides its prompt and parameters.
+#[derive(Default)]
+pub struct GenerateOptions {
+    /// Masks every decode step (a tool call's grammar); the generation ends with
+    /// `ConstraintDone` when it says its text is complete.
+    pub constraint: Option<Box<dyn TokenConstraint>>,
+    /// The caller's own cancel flag (one flag for a whole agent run, say); a new one if `None`.
+    pub cancel: Option<Arc<AtomicBool>>,
 }
 
 /// A generation in flight: its events and its cancel flag.
@@ -342,11 +354,24 @@ impl EngineHandle {
         prompt: Prompt,
         params: GenerateParams,
     ) -> Result<GenerationHandle> {
+        self.generate_with(session, prompt, params, GenerateOptions::default())
+    }
+
+    /// [`Self::generate_on`] with a token constraint and/or the caller's cancel flag.
+    pub fn generate_with(
+        &self,
+        session: SessionId,
+        prompt: Prompt,
+        params: GenerateParams,
+        options: GenerateOptions,
+    ) -> Result<GenerationHandle> {
         if session == SessionId::MAIN {
             self.drafts.supersede();
         }
         let (events_tx, events) = mpsc::channel();
-        let cancel = Arc::new(AtomicBool::new(false));
+        let cancel = options
+            .cancel
+            .unwrap_or_else(|| Arc::new(AtomicBool::new(false)));
         self.tx
             .send(Request::Generate {
                 session,
@@ -354,6 +379,7 @@ impl EngineHandle {
                 params,
                 events: events_tx,
                 cancel: cancel.clone(),
+                constraint: options.constraint,
             })
             .map_err(|_| Error::EngineStopped)?;
         Ok(GenerationHandle { events, cancel })

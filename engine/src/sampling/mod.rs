@@ -1,6 +1,11 @@
 //! The sampler chain, in llama.cpp's default order (`common/sampling.cpp`): repetition and
 //! presence penalties over a window of recent tokens → top-k → top-p → min-p → temperature →
 //! a draw from a seeded RNG. Temperature 0 (or below) is greedy argmax on the raw logits.
+//! A [`TokenConstraint`] (a grammar, see [`mask`]) masks the logits before the chain.
+
+pub mod mask;
+
+pub use mask::{ConstraintError, TokenConstraint, apply_mask};
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
