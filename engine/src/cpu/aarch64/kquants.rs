@@ -196,9 +196,9 @@ pub(crate) unsafe fn tile_q4_k<D: Dot, const RM: usize, const RN: usize, const N
     }
 }
 
-/// Q6_K's 16 values `16k..16k + 16` of 128-value half `h` (0..63), from ggml's shifts: low
-/// nibbles of ql bytes `64h + 16(k % 4)..` (high nibbles for k ≥ 4), with bit pair
-/// `(k / 2) % 4`... of qh bytes `128 + 32h + 16(k % 2)..`.
+/// Q6_K's 16 values `16k..16k + 16` of 128-value half `h` (0..63), as ggml forms them: the
+/// low nibbles (k < 4) or high nibbles (k ≥ 4) of ql bytes `64h + 16(k % 4)..`, or'd with
+/// bit pair `k / 2` of qh bytes `128 + 32h + 16(k % 2)..`, shifted to bits 4–5.
 #[inline]
 #[target_feature(enable = "neon")]
 fn q6_values(blk: &[u8], h: usize, k: usize) -> int8x16_t {
