@@ -41,12 +41,8 @@ impl BlockMatrix {
         k: usize,
     ) -> Option<Self> {
         let data = data.into();
-        (k % QK == 0 && data.len() == n * (k / QK) * format.block_bytes()).then_some(BlockMatrix {
-            format,
-            data,
-            n,
-            k,
-        })
+        (k.is_multiple_of(QK) && data.len() == n * (k / QK) * format.block_bytes())
+            .then_some(BlockMatrix { format, data, n, k })
     }
 
     pub fn rows(&self) -> usize {
@@ -252,7 +248,7 @@ impl BlockMatrix {
             while j + ROWS_1 <= rows {
                 let w: [&[u8]; ROWS_1] = std::array::from_fn(|rm| row(j + rm));
                 let mut acc = [[0f32; 1]; ROWS_1];
-                tile_1(w, &q, 0, &mut acc);
+                tile_1(w, q, 0, &mut acc);
                 for (rm, a) in acc.iter().enumerate() {
                     dst[j + rm] = a[0];
                 }
@@ -267,7 +263,7 @@ impl BlockMatrix {
                 let mut i = 0;
                 while i + TILE_N <= m {
                     let mut acc = [[0f32; TILE_N]; TILE_M];
-                    tile(w, &q, i, &mut acc);
+                    tile(w, q, i, &mut acc);
                     for (rm, acc_row) in acc.iter().enumerate() {
                         dst[(j + rm) * m + i..][..TILE_N].copy_from_slice(acc_row);
                     }
@@ -275,7 +271,7 @@ impl BlockMatrix {
                 }
                 for i in i..m {
                     for (rm, w) in w.iter().enumerate() {
-                        dst[(j + rm) * m + i] = kernel(w, &q, i);
+                        dst[(j + rm) * m + i] = kernel(w, q, i);
                     }
                 }
                 j += TILE_M;
@@ -284,7 +280,7 @@ impl BlockMatrix {
         for j in j..rows {
             let w = row(j);
             for i in 0..m {
-                dst[j * m + i] = kernel(w, &q, i);
+                dst[j * m + i] = kernel(w, q, i);
             }
         }
     }

@@ -195,6 +195,7 @@ pub(crate) fn lane(v: float32x4_t, l: usize) -> f32 {
 /// As `D::dot`.
 #[inline]
 #[target_feature(enable = "neon")]
+#[allow(clippy::needless_range_loop)] // [rm][rn] indices, as the x86 tiles
 pub(crate) unsafe fn prompt_tile<D: Dot, const Q5: bool>(
     w: [&[u8]; 2],
     q: &Q8Rows,

@@ -32,6 +32,7 @@ fn interleave(a: int8x16_t, b: int8x16_t) -> (int8x16_t, int8x16_t) {
 /// The CPU must have i8mm.
 #[inline]
 #[target_feature(enable = "neon")]
+#[allow(clippy::needless_range_loop)] // [rm][rn] indices, as the x86 tiles
 pub(crate) unsafe fn prompt_tile<const Q5: bool>(
     w: [&[u8]; 2],
     q: &Q8Rows,

@@ -109,6 +109,7 @@ fn mul_add<const N: usize, const SUB: bool>(acc: &mut [f32; N], a: &[f32; N], s:
 /// As `D::dot`.
 #[inline]
 #[target_feature(enable = "neon")]
+#[allow(clippy::needless_range_loop)] // [rm][rn] indices, as the x86 tiles
 pub(crate) unsafe fn tile_q4_k<D: Dot, const RM: usize, const RN: usize, const N: usize>(
     w: [&[u8]; RM],
     y: [Q8KRow<'_>; RN],
@@ -116,10 +117,8 @@ pub(crate) unsafe fn tile_q4_k<D: Dot, const RM: usize, const RN: usize, const N
 ) {
     debug_assert_eq!(N, RM * RN);
     let nb = check_lengths(w[0], Q4_K_BYTES, y[0]);
-    for rm in 0..RM {
-        for rn in 0..RN {
-            check_lengths(w[rm], Q4_K_BYTES, y[rn]);
-        }
+    for (w, y) in w.iter().flat_map(|w| y.iter().map(move |y| (w, y))) {
+        check_lengths(w, Q4_K_BYTES, *y);
     }
     let m4b = vdupq_n_u8(0x0F);
     let mut acc = [0f32; N];
@@ -226,6 +225,7 @@ fn q6_values(blk: &[u8], h: usize, k: usize) -> int8x16_t {
 /// As `D::dot`.
 #[inline]
 #[target_feature(enable = "neon")]
+#[allow(clippy::needless_range_loop)] // [rm][rn] indices, as the x86 tiles
 pub(crate) unsafe fn tile_q6_k<D: Dot, const RM: usize, const RN: usize, const N: usize>(
     w: [&[u8]; RM],
     y: [Q8KRow<'_>; RN],
@@ -233,10 +233,8 @@ pub(crate) unsafe fn tile_q6_k<D: Dot, const RM: usize, const RN: usize, const N
 ) {
     debug_assert_eq!(N, RM * RN);
     let nb = check_lengths(w[0], Q6_K_BYTES, y[0]);
-    for rm in 0..RM {
-        for rn in 0..RN {
-            check_lengths(w[rm], Q6_K_BYTES, y[rn]);
-        }
+    for (w, y) in w.iter().flat_map(|w| y.iter().map(move |y| (w, y))) {
+        check_lengths(w, Q6_K_BYTES, *y);
     }
     let mut acc = [0f32; N];
     for i in 0..nb {
