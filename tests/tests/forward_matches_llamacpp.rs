@@ -14,6 +14,11 @@
 //! - free-running greedy generation reproduces the reference's ids up to its first step with
 //!   top-2 margin < `NEAR_TIE` = 0.3 (the issue says 0.1): llama.cpp here parts from the
 //!   reference at the Chinese prompt's step 14, where the reference's margin is 0.258.
+//!
+//! `COMPANION_AGREEMENT_CASES=short` scores only the prompts of at most 1,024 tokens, with the
+//! same thresholds: `scripts/test-aarch64` runs that under emulation, where the 1,118-token
+//! prompt alone would take most of its time budget; `=long` scores only the longer ones (to
+//! run that one by hand under emulation).
 
 use std::sync::atomic::AtomicBool;
 
@@ -24,9 +29,17 @@ use engine::{GenerateParams, SamplingParams};
 fn teacher_forced_log_probs_agree_with_llamacpp() {
     let engine = load_engine(2048, 512);
     let reference = reference();
+    let cases = std::env::var("COMPANION_AGREEMENT_CASES").unwrap_or_default();
+    let (short_only, long_only) = (cases == "short", cases == "long");
     let (mut agree, mut decided, mut abs_sum, mut positions) = (0usize, 0usize, 0f64, 0usize);
     let mut report = Vec::new();
-    for case in &reference.generate {
+    let started = std::time::Instant::now();
+    for case in reference
+        .generate
+        .iter()
+        .filter(|c| !short_only || c.prompt_ids.len() <= 1024)
+        .filter(|c| !long_only || c.prompt_ids.len() > 1024)
+    {
         let mut ids = case.prompt_ids.clone();
         ids.extend(&case.ids);
         let scored = engine.score(&ids).expect("scoring works");
@@ -42,9 +55,10 @@ fn teacher_forced_log_probs_agree_with_llamacpp() {
             }
         }
         report.push(format!(
-            "{:>5} prompt tokens: top-1 {case_agree}/{case_decided}, mean |Δ logprob| {:.4}",
+            "{:>5} prompt tokens: top-1 {case_agree}/{case_decided}, mean |Δ logprob| {:.4} ({:.1} s so far)",
             n0,
-            case_sum / case.steps.len() as f64
+            case_sum / case.steps.len() as f64,
+            started.elapsed().as_secs_f64()
         ));
         agree += case_agree;
         decided += case_decided;
@@ -54,7 +68,8 @@ fn teacher_forced_log_probs_agree_with_llamacpp() {
     let mean = abs_sum / positions as f64;
     let rate = agree as f64 / decided as f64;
     eprintln!(
-        "{}\nall: top-1 {agree}/{decided} ({:.1}%), mean |Δ logprob| {mean:.4}",
+        "CPU kernels: {}\n{}\nall: top-1 {agree}/{decided} ({:.1}%), mean |Δ logprob| {mean:.4}",
+        engine::cpu::kernels().isa,
         report.join("\n"),
         rate * 100.0
     );
@@ -69,7 +84,7 @@ fn teacher_forced_log_probs_agree_with_llamacpp() {
         report.join("\n")
     );
     // The long prompt crosses the 512-token sliding window and must pass on its own too.
-    assert!(reference.generate.iter().any(|c| c.prompt_ids.len() > 1024));
+    assert!(short_only || reference.generate.iter().any(|c| c.prompt_ids.len() > 1024));
 }
 
 /// Top-2 margin below which two llama.cpp builds already part ways (see the module docs).

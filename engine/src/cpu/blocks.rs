@@ -41,12 +41,8 @@ impl BlockMatrix {
         k: usize,
     ) -> Option<Self> {
         let data = data.into();
-        (k % QK == 0 && data.len() == n * (k / QK) * format.block_bytes()).then_some(BlockMatrix {
-            format,
-            data,
-            n,
-            k,
-        })
+        (k.is_multiple_of(QK) && data.len() == n * (k / QK) * format.block_bytes())
+            .then_some(BlockMatrix { format, data, n, k })
     }
 
     pub fn rows(&self) -> usize {
@@ -252,7 +248,7 @@ impl BlockMatrix {
             while j + ROWS_1 <= rows {
                 let w: [&[u8]; ROWS_1] = std::array::from_fn(|rm| row(j + rm));
                 let mut acc = [[0f32; 1]; ROWS_1];
-                tile_1(w, &q, 0, &mut acc);
+                tile_1(w, q, 0, &mut acc);
                 for (rm, a) in acc.iter().enumerate() {
                     dst[j + rm] = a[0];
                 }
@@ -267,7 +263,7 @@ impl BlockMatrix {
                 let mut i = 0;
                 while i + TILE_N <= m {
                     let mut acc = [[0f32; TILE_N]; TILE_M];
-                    tile(w, &q, i, &mut acc);
+                    tile(w, q, i, &mut acc);
                     for (rm, acc_row) in acc.iter().enumerate() {
                         dst[(j + rm) * m + i..][..TILE_N].copy_from_slice(acc_row);
                     }
@@ -275,7 +271,7 @@ impl BlockMatrix {
                 }
                 for i in i..m {
                     for (rm, w) in w.iter().enumerate() {
-                        dst[(j + rm) * m + i] = kernel(w, &q, i);
+                        dst[(j + rm) * m + i] = kernel(w, q, i);
                     }
                 }
                 j += TILE_M;
@@ -284,7 +280,7 @@ impl BlockMatrix {
         for j in j..rows {
             let w = row(j);
             for i in 0..m {
-                dst[j * m + i] = kernel(w, &q, i);
+                dst[j * m + i] = kernel(w, q, i);
             }
         }
     }
@@ -292,7 +288,8 @@ impl BlockMatrix {
 
 /// Per activation block, the 8 lanes `16 · (y[4l] + y[4l+1] + y[4l+2] + y[4l+3])`: what the
 /// offset form of Q5_0 subtracts (see `BlockMatrix::fill_prompt_q5_0`).
-pub struct LaneSums(pub(crate) Vec<i32>);
+// only x86's offset tiles read the sums and `k` (no other table has offset kernels)
+pub struct LaneSums(#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))] pub(crate) Vec<i32>);
 
 impl LaneSums {
     fn new(q: &Q8Rows, kernels: &OffsetKernels) -> Self {
@@ -310,6 +307,7 @@ impl LaneSums {
 pub struct OffsetGroup {
     pub(crate) values: Vec<u8>,
     pub(crate) scales: Vec<f32>,
+    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
     pub(crate) k: usize,
 }
 
@@ -484,38 +482,45 @@ mod tests {
         }
     }
 
-    /// The x86 tables agree bit for bit: a prompt (offset tiles, their edges, both formats)
-    /// gives the AVX2 table's results on every wider table this CPU runs.
+    /// The tables of one family agree bit for bit: a prompt (x86's offset tiles and their
+    /// edges, aarch64's `smmla` tiles; both formats) gives the narrowest table's results on
+    /// every wider table of its family this CPU runs (AVX2 → AVX-512, NEON → dotprod → i8mm).
     #[test]
-    fn wider_x86_tables_equal_avx2_bit_for_bit() {
-        let tables: Vec<_> = crate::cpu::tables()
-            .into_iter()
-            .filter(|t| t.isa >= crate::cpu::Isa::Avx2)
-            .collect();
-        let Some(avx2) = tables.first() else {
-            return; // not an x86 CPU with AVX2: nothing to compare
-        };
-        let (n, k) = (GROUP_ROWS + 7, 320);
-        let w8: Vec<f32> = activations(n, k).iter().map(|v| v * 0.3).collect();
-        for (format, data) in [
-            (BlockFormat::Q5_0, random_q5_0(n * k / QK, 13)),
-            (BlockFormat::Q8_0, quantize_q8_0_weights(&w8)),
-        ] {
-            let w = BlockMatrix::new(format, data, n, k).unwrap();
-            for m in [64, 70, 77, 3] {
-                let x = activations(m, k);
-                let want = BlockMatrix::matmul_many_on(avx2, &[&w], &x, m)
-                    .pop()
-                    .unwrap();
-                for table in &tables {
-                    let got = BlockMatrix::matmul_many_on(table, &[&w], &x, m)
+    fn wider_tables_of_a_family_equal_its_narrowest_bit_for_bit() {
+        for family in ["x86-64", "aarch64"] {
+            let tables: Vec<_> = crate::cpu::tables()
+                .into_iter()
+                .filter(|t| t.isa.family() == family)
+                .collect();
+            let Some(narrowest) = tables.first() else {
+                continue; // not this family's CPU: nothing to compare
+            };
+            let (n, k) = (GROUP_ROWS + 7, 320);
+            let w8: Vec<f32> = activations(n, k).iter().map(|v| v * 0.3).collect();
+            for (format, data) in [
+                (BlockFormat::Q5_0, random_q5_0(n * k / QK, 13)),
+                (BlockFormat::Q8_0, quantize_q8_0_weights(&w8)),
+            ] {
+                let w = BlockMatrix::new(format, data, n, k).unwrap();
+                for m in [64, 70, 77, 3] {
+                    let x = activations(m, k);
+                    let want = BlockMatrix::matmul_many_on(narrowest, &[&w], &x, m)
                         .pop()
                         .unwrap();
-                    let same = got
-                        .iter()
-                        .zip(&want)
-                        .all(|(a, b)| a.to_bits() == b.to_bits());
-                    assert!(same, "{format:?} m {m}: {} differs from avx2", table.isa);
+                    for table in &tables {
+                        let got = BlockMatrix::matmul_many_on(table, &[&w], &x, m)
+                            .pop()
+                            .unwrap();
+                        let same = got
+                            .iter()
+                            .zip(&want)
+                            .all(|(a, b)| a.to_bits() == b.to_bits());
+                        assert!(
+                            same,
+                            "{format:?} m {m}: {} differs from {}",
+                            table.isa, narrowest.isa
+                        );
+                    }
                 }
             }
         }

@@ -403,30 +403,38 @@ mod tests {
         }
     }
 
-    /// The x86 tables agree bit for bit (prompt tiles, tails and leftover rows, both formats).
+    /// The tables of one family (x86-64: AVX2, AVX-512; aarch64: NEON, dotprod, i8mm) agree bit
+    /// for bit (prompt tiles, tails and leftover rows, both formats).
     #[test]
-    fn wider_x86_tables_equal_avx2_bit_for_bit() {
-        let tables: Vec<_> = crate::cpu::tables()
-            .into_iter()
-            .filter(|t| t.isa >= crate::cpu::Isa::Avx2)
-            .collect();
-        let Some(avx2) = tables.first() else {
-            return; // not an x86 CPU with AVX2: nothing to compare
-        };
-        let (n, k) = (21, 768);
-        for format in [KFormat::Q4K, KFormat::Q6K] {
-            let w = KMatrix::new(format, random_blocks(format, n * k / QK_K, 17), n, k).unwrap();
-            for m in [1, 3, 4, 5, 8, 9, 13, 16] {
-                let mut x = activations(m, k);
-                x[..QK_K].fill(0.0); // an all-zero activation block (d = 0)
-                let want = w.matmul_on(avx2, &x, m);
-                for table in &tables {
-                    let got = w.matmul_on(table, &x, m);
-                    let same = got
-                        .iter()
-                        .zip(&want)
-                        .all(|(a, b)| a.to_bits() == b.to_bits());
-                    assert!(same, "{format:?} m {m}: {} differs from avx2", table.isa);
+    fn wider_tables_of_a_family_equal_its_narrowest_bit_for_bit() {
+        for family in ["x86-64", "aarch64"] {
+            let tables: Vec<_> = crate::cpu::tables()
+                .into_iter()
+                .filter(|t| t.isa.family() == family)
+                .collect();
+            let Some(narrowest) = tables.first() else {
+                continue; // not this family's CPU: nothing to compare
+            };
+            let (n, k) = (21, 768);
+            for format in [KFormat::Q4K, KFormat::Q6K] {
+                let w =
+                    KMatrix::new(format, random_blocks(format, n * k / QK_K, 17), n, k).unwrap();
+                for m in [1, 3, 4, 5, 8, 9, 13, 16] {
+                    let mut x = activations(m, k);
+                    x[..QK_K].fill(0.0); // an all-zero activation block (d = 0)
+                    let want = w.matmul_on(narrowest, &x, m);
+                    for table in &tables {
+                        let got = w.matmul_on(table, &x, m);
+                        let same = got
+                            .iter()
+                            .zip(&want)
+                            .all(|(a, b)| a.to_bits() == b.to_bits());
+                        assert!(
+                            same,
+                            "{format:?} m {m}: {} differs from {}",
+                            table.isa, narrowest.isa
+                        );
+                    }
                 }
             }
         }

@@ -7,7 +7,7 @@
 //!   work schedules — how a matmul, an attention or a row-wise op is split into tasks and
 //!   tiles — calling the inner loops through the kernel table;
 //! - [`Kernels`]: the table of inner loops, one per instruction set: [`portable`] (every CPU)
-//!   and `x86::avx2`, `x86::avx512`; built once, for the widest set [`features`] detects at run time (or a
+//!   and `x86::avx2`, `x86::avx512`, `aarch64` (`neon`, `dotprod`, `i8mm`); built once, for the widest set [`features`] detects at run time (or a
 //!   narrower one `COMPANION_CPU_KERNELS` asks for);
 //! - [`scratch`]: the reused activation buffers of the forward pass.
 //!
@@ -15,6 +15,8 @@
 //! bit; float sums follow ggml's order per instruction set. Tests run every table this CPU can
 //! run against the portable one.
 
+#[cfg(target_arch = "aarch64")]
+pub mod aarch64;
 pub mod attention;
 pub mod blocks;
 pub mod f16;
@@ -135,6 +137,12 @@ pub fn table(isa: Isa) -> &'static Kernels {
     static AVX2: OnceLock<Kernels> = OnceLock::new();
     #[cfg(target_arch = "x86_64")]
     static AVX512: OnceLock<Kernels> = OnceLock::new();
+    #[cfg(target_arch = "aarch64")]
+    static NEON: OnceLock<Kernels> = OnceLock::new();
+    #[cfg(target_arch = "aarch64")]
+    static DOTPROD: OnceLock<Kernels> = OnceLock::new();
+    #[cfg(target_arch = "aarch64")]
+    static I8MM: OnceLock<Kernels> = OnceLock::new();
     match isa {
         Isa::Portable => PORTABLE.get_or_init(portable::kernels),
         #[cfg(target_arch = "x86_64")]
@@ -143,6 +151,16 @@ pub fn table(isa: Isa) -> &'static Kernels {
         Isa::Avx512 => AVX512.get_or_init(x86::avx512::kernels),
         #[cfg(not(target_arch = "x86_64"))]
         Isa::Avx2 | Isa::Avx512 => unreachable!("x86 sets are never detected off x86-64"),
+        #[cfg(target_arch = "aarch64")]
+        Isa::Neon => NEON.get_or_init(aarch64::tables::neon),
+        #[cfg(target_arch = "aarch64")]
+        Isa::Dotprod => DOTPROD.get_or_init(aarch64::tables::dotprod),
+        #[cfg(target_arch = "aarch64")]
+        Isa::I8mm => I8MM.get_or_init(aarch64::tables::i8mm),
+        #[cfg(not(target_arch = "aarch64"))]
+        Isa::Neon | Isa::Dotprod | Isa::I8mm => {
+            unreachable!("aarch64 sets are never detected off aarch64")
+        }
     }
 }
 
