@@ -47,7 +47,12 @@ fn value_pieces(value: &Value, out: &mut Vec<Piece>) {
         }
         Value::Object(map) => {
             text(out, "{");
-            for (i, (k, v)) in map.iter().enumerate() {
+            // keys in sorted order whatever serde_json's map keeps (llguidance turns on its
+            // `preserve_order` in the workspace build, not in this crate's own), so a call is
+            // written the same in every build
+            let mut entries: Vec<(&String, &Value)> = map.iter().collect();
+            entries.sort_by(|a, b| a.0.cmp(b.0));
+            for (i, (k, v)) in entries.into_iter().enumerate() {
                 if i > 0 {
                     text(out, ",");
                 }
