@@ -201,10 +201,17 @@ fn writes_ask_on_the_terminal_unless_yes_and_all_calls_are_audited() {
     let args = r#"{"title": "Garden", "text": "buy basil"}"#;
     let o = s.call("add_note", args, &[], "n\n");
     assert_clean_failure_after_prompt(&o, "you declined add_note");
-    assert!(
-        stderr(&o).contains(r#"arguments: {"text":"buy basil","title":"Garden"}"#),
-        "{}",
-        stderr(&o)
+    // the exact arguments, in whichever key order serde_json's map keeps in this build
+    let shown = stderr(&o);
+    let line = shown
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("arguments: "))
+        .unwrap_or_else(|| panic!("no arguments line: {shown}"));
+    let shown_args: serde_json::Value = serde_json::from_str(line).unwrap();
+    assert_eq!(
+        shown_args,
+        serde_json::json!({"title": "Garden", "text": "buy basil"}),
+        "{shown}"
     );
     let o = s.call("add_note", args, &[], "y\n");
     assert!(o.status.success(), "{}", stderr(&o));

@@ -448,6 +448,11 @@ async fn the_app_end_to_end() {
     wait_for(&c, fits, Duration::from_secs(5)).await;
     let sidebar_visible = "(() => { const r = document.querySelector('#new-conversation').getBoundingClientRect(); \
         return r.width > 0 && r.left >= 0 && r.right <= window.innerWidth; })()";
+    // the sidebar slides out (a 0.18 s transition, slower on a busy machine) and ends hidden,
+    // so that it no longer covers the toggle
+    let sidebar_hidden =
+        "getComputedStyle(document.querySelector('.sidebar')).visibility === 'hidden'";
+    wait_for(&c, sidebar_hidden, Duration::from_secs(5)).await;
     assert_eq!(
         js(&c, &format!("return {sidebar_visible}")).await,
         json!(false),
