@@ -10,13 +10,11 @@ use std::io::Write;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use agent::{
-    ApprovalAnswer, ApprovalRequest, GrantSpec, Limits, RememberedApprovals, Sandbox, Toolbox,
-};
+use agent::{ApprovalAnswer, ApprovalRequest, Limits, RememberedApprovals, Toolbox};
 use anyhow::{Context, Result};
 use chat::DocumentParams;
 use chat::agent_loop::{Agent, AgentEvent, AgentParams, AgentStop, CallGrammar, EngineModel};
-use chat::tools::{JobSummarizer, StoreHost, private_paths};
+use chat::tools::{JobSummarizer, StoreHost};
 use clap::Args as ClapArgs;
 use engine::SessionId;
 
@@ -56,13 +54,7 @@ pub fn run(args: Args) -> Result<()> {
     let sampling = args.sampling.params();
     sampling.sampling.validate()?;
     let store = args.store.open()?;
-    let specs: Vec<GrantSpec> = args
-        .allow
-        .iter()
-        .map(GrantSpec::read_only)
-        .chain(args.allow_write.iter().map(GrantSpec::may_write))
-        .collect();
-    let sandbox = Sandbox::new(&specs, &private_paths(store.path()))?;
+    let sandbox = super::tools::command_line_sandbox(&args.allow, &args.allow_write, &store)?;
     if !args.json {
         eprintln!("loading {} …", args.model.model_path().display());
     }

@@ -12,13 +12,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use agent::calls::Entry;
-use agent::{
-    ApprovalAnswer, ApprovalRequest, GrantSpec, Limits, RememberedApprovals, Sandbox, Toolbox,
-};
+use agent::{ApprovalAnswer, ApprovalRequest, Limits, RememberedApprovals, Toolbox};
 use anyhow::{Context, Result};
 use chat::DocumentParams;
 use chat::agent_loop::{Agent, AgentParams, CallGrammar, EngineModel};
-use chat::tools::{JobSummarizer, StoreHost, private_paths};
+use chat::tools::{JobSummarizer, StoreHost};
 use engine::SessionId;
 use memory::{NewMessage, Role};
 
@@ -29,13 +27,7 @@ pub fn run(args: Args) -> Result<()> {
     let params = args.sampling.params();
     params.sampling.validate()?;
     let store = args.store.open()?;
-    let specs: Vec<GrantSpec> = args
-        .allow
-        .iter()
-        .map(GrantSpec::read_only)
-        .chain(args.allow_write.iter().map(GrantSpec::may_write))
-        .collect();
-    let sandbox = Sandbox::new(&specs, &private_paths(store.path()))?;
+    let sandbox = super::tools::command_line_sandbox(&args.allow, &args.allow_write, &store)?;
 
     // a saved conversation continues as plain turns; a new one is created
     let (id, mut history) = match args.conversation.as_str() {

@@ -110,13 +110,7 @@ fn run_call(args: CallArgs) -> Result<()> {
     let arguments: serde_json::Value = serde_json::from_str(&args.arguments)
         .with_context(|| format!("the arguments of {} are not valid JSON", args.name))?;
     let store = args.store.open()?;
-    let specs: Vec<GrantSpec> = args
-        .allow
-        .iter()
-        .map(GrantSpec::read_only)
-        .chain(args.allow_write.iter().map(GrantSpec::may_write))
-        .collect();
-    let sandbox = Sandbox::new(&specs, &private_paths(store.path()))?;
+    let sandbox = super::tools::command_line_sandbox(&args.allow, &args.allow_write, &store)?;
     let host = StoreHost { store: &store };
     let remembered = RememberedApprovals::new();
     let summarizer = LazySummarizer {
@@ -248,4 +242,19 @@ impl FileSummarizer for LazySummarizer<'_> {
         };
         job.summarize(file, progress)
     }
+}
+
+/// The sandbox of a command line's `--allow` (read-only) and `--allow-write` folders, with the
+/// store's own files private: one place for `tools call`, `agent` and `chat --allow`.
+pub(crate) fn command_line_sandbox(
+    allow: &[PathBuf],
+    allow_write: &[PathBuf],
+    store: &memory::Store,
+) -> agent::Result<Sandbox> {
+    let specs: Vec<GrantSpec> = allow
+        .iter()
+        .map(GrantSpec::read_only)
+        .chain(allow_write.iter().map(GrantSpec::may_write))
+        .collect();
+    Sandbox::new(&specs, &private_paths(store.path()))
 }
