@@ -22,7 +22,7 @@
 
 use std::sync::atomic::AtomicBool;
 
-use companion_tests::{load_engine, reference};
+use companion_agreement::{load_engine, reference};
 use engine::{GenerateParams, SamplingParams};
 
 #[test]

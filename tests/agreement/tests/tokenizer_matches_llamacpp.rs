@@ -1,6 +1,6 @@
 //! Our tokenizer, built from the GGUF alone, against llama.cpp's tokenizations.
 
-use companion_tests::{model_path, reference};
+use companion_agreement::{model_path, reference};
 use engine::GemmaTokenizer;
 use engine::gguf::ModelFile;
 
