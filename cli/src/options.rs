@@ -76,6 +76,15 @@ impl ModelOptions {
     }
 }
 
+/// For commands that expect the model to follow what it is told (chat, the agent, document
+/// summaries): on a base model, the one-sentence notice that it continues text instead.
+/// `generate` and `score` do not call this: continuing text is what they ask of a model.
+pub fn say_if_base_model(handle: &EngineHandle) {
+    if let Some(notice) = &handle.info().tuning_notice {
+        eprintln!("notice: {notice}");
+    }
+}
+
 /// Sampling flags shared by `generate` and `chat`.
 #[derive(Args, Debug, Clone)]
 pub struct SamplingOptions {

@@ -187,4 +187,11 @@ fn chat_answers_over_stdin_and_exits_on_eof() {
         out.lines().filter(|l| !l.trim().is_empty()).count() >= 2,
         "{out}"
     );
+    // the default model is a base model: the chat says so once, before the first reply
+    let err = stderr(&o);
+    assert_eq!(
+        err.matches("notice: This is a base model").count(),
+        1,
+        "{err}"
+    );
 }

@@ -104,6 +104,14 @@ fn doctor_reports_memory_backend_and_the_gemma_sizes() {
     assert_eq!(v["backend"], "cpu");
     assert!(v["totalMemoryBytes"].as_u64().unwrap_or(0) > 0 || !cfg!(target_os = "linux"));
     assert_eq!(v["model"]["recommendedContext"], 4096, "{v}");
+    // the default model is pretrained only (no finetune, "-it" or chat template in the file)
+    assert_eq!(v["model"]["tuning"], "base", "{v}");
+    assert!(
+        v["model"]["tuningNotice"]
+            .as_str()
+            .is_some_and(|n| n.contains("continues the text")),
+        "{v}"
+    );
     let names: Vec<&str> = v["gemmaSizes"]
         .as_array()
         .unwrap()

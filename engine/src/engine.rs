@@ -72,6 +72,10 @@ pub struct ModelInfo {
     pub path: PathBuf,
     pub name: Option<String>,
     pub architecture: String,
+    /// Base (continues text) or instruction-tuned (answers).
+    pub tuning: crate::arch::Tuning,
+    /// For a base model, the sentence the user sees before chatting with it.
+    pub tuning_notice: Option<String>,
     /// The generation as people name it ("Gemma 3").
     pub family: String,
     /// Layers, sliding window, KV sharing and width in one line.
@@ -157,6 +161,8 @@ impl Engine {
             path: config.model_path.clone(),
             name: arch.name.clone(),
             architecture: arch.family.as_str().to_string(),
+            tuning: arch.tuning,
+            tuning_notice: arch.tuning.notice().map(str::to_string),
             family: arch.family.display_name().to_string(),
             description: arch.summary(),
             parameters: arch.parameter_count(),

@@ -36,7 +36,7 @@ pub mod snapshot;
 pub mod thermal;
 pub mod tokenizer;
 
-pub use arch::{Family, ModelArch};
+pub use arch::{Family, ModelArch, Tuning};
 pub use backend::{BackendChoice, BackendKind};
 pub use device::DeviceChoice;
 pub use draft::DraftOutcome;

@@ -46,6 +46,8 @@ export interface ChatView {
   /** Scrolls to the message with this seq and flashes it. */
   highlight(seq: number): boolean;
   focusComposer(): void;
+  /** The loaded model's notice for a new conversation (a base model's), or null. */
+  setModelNotice(notice: string | null): void;
 }
 
 interface Stream {
@@ -65,6 +67,7 @@ export function createChat(hooks: ChatHooks): ChatView {
   const stopButton = required<HTMLButtonElement>("#stop");
 
   let state: ChatState = emptyChat;
+  let modelNotice: string | null = null;
   let conversation: ConversationItem | null = null;
   let stream: Stream | null = null;
   let sending = false;
@@ -102,7 +105,7 @@ export function createChat(hooks: ChatHooks): ChatView {
     const busy = stream !== null;
     const nodes: Node[] = [];
     if (!state.messages.length && !state.streaming && !state.failure) {
-      nodes.push(emptyChatNode(conversation !== null));
+      nodes.push(emptyChatNode(conversation !== null, modelNotice));
     }
     for (const message of state.messages) {
       nodes.push(
@@ -410,6 +413,11 @@ export function createChat(hooks: ChatHooks): ChatView {
     stop,
     isStreaming: () => stream !== null,
     currentId: () => conversation?.id ?? null,
+    setModelNotice(notice) {
+      if (notice === modelNotice) return;
+      modelNotice = notice;
+      render();
+    },
     highlight(seq) {
       const node = list.querySelector<HTMLElement>(`.message[data-seq="${seq}"]`);
       if (!node) return false;

@@ -15,6 +15,8 @@ export interface DocumentsHooks {
   onDone(conversationId: string): void | Promise<void>;
   /** Why a document cannot be summarized now (the app is not ready), or null. */
   blocked(): string | null;
+  /** The loaded model's notice (a base model's: its summaries are continuations), or null. */
+  modelNotice(): string | null;
 }
 
 export interface Documents {
@@ -62,11 +64,13 @@ export function createDocuments(hooks: DocumentsHooks): Documents {
   const count = el("span", { class: "document-count", text: "Preparing…" });
   const time = el("span", { class: "document-time" });
   const paused = el("p", { class: "document-paused", hidden: true });
+  const notice = el("p", { class: "model-notice", hidden: true });
   card.replaceChildren(
     el("div", { class: "progress-head" }, name, cancel),
     bar,
     el("p", { class: "progress-line" }, count, time),
     paused,
+    notice,
   );
   card.setAttribute("role", "status");
   card.setAttribute("aria-live", "polite");
@@ -79,6 +83,9 @@ export function createDocuments(hooks: DocumentsHooks): Documents {
     count.textContent = "Preparing…";
     time.textContent = "";
     paused.hidden = true;
+    const modelNotice = hooks.modelNotice();
+    notice.textContent = modelNotice ?? "";
+    notice.hidden = modelNotice === null;
     bar.removeAttribute("value");
     cancel.disabled = false;
     card.hidden = false;

@@ -58,11 +58,17 @@ function boot(): void {
   const layout = createLayout();
   let phase: PhaseController | null = null;
 
-  const statusLine = createStatusLine((backendPhase, askedAt) => {
+  // The loaded model's sentence for the user (a base model's), from the status polls.
+  let modelNotice: string | null = null;
+  const statusLine = createStatusLine((status, askedAt) => {
     // A reload started elsewhere (or the engine failed): follow it, unless the answer is older
     // than our own arrival at "ready".
-    if (phase && phase.phase() === "ready" && backendPhase !== "ready" && askedAt > phase.changedAt()) {
+    if (phase && phase.phase() === "ready" && status.phase !== "ready" && askedAt > phase.changedAt()) {
       phase.reload();
+    }
+    if (status.phase === "ready" && status.modelNotice !== modelNotice) {
+      modelNotice = status.modelNotice;
+      chat.setModelNotice(modelNotice);
     }
   });
 
@@ -130,6 +136,7 @@ function boot(): void {
       await sidebar.refresh();
       await openConversation(conversationId);
     },
+    modelNotice: () => modelNotice,
     blocked() {
       const now = phase?.phase();
       if (now === "loading") return "Companion is still starting; try again once it is ready.";

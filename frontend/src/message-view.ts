@@ -137,7 +137,9 @@ export function failureNode(failure: ReplyFailure, canRetry: boolean): HTMLEleme
   return node;
 }
 
-export function emptyChatNode(hasConversation: boolean): HTMLElement {
+/** `modelNotice`: the loaded model's one sentence for the user (a base model says that it
+ *  continues text rather than answering), shown before the first message. */
+export function emptyChatNode(hasConversation: boolean, modelNotice: string | null = null): HTMLElement {
   return el(
     "div",
     { class: "chat-empty" },
@@ -145,5 +147,6 @@ export function emptyChatNode(hasConversation: boolean): HTMLElement {
     el("p", {
       text: "Replies are written on this device; nothing leaves it. Drop a document on the window to summarize it.",
     }),
+    modelNotice ? el("p", { class: "model-notice", role: "note", text: modelNotice }) : null,
   );
 }

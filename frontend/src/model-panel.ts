@@ -22,6 +22,7 @@ export function modelDetails(model: ModelView): [string, string][] {
     ["Name", model.name ?? model.fileName],
     ["File", model.fileName],
     ["Architecture", `${model.family} (${model.architecture})`],
+    ["Kind", model.tuning === "base" ? "Base model (continues text)" : "Instruction-tuned (answers)"],
     ["Layers", model.layout],
     ["Parameters", formatParameters(model.parameters)],
     ["Quantization", model.quantization],
@@ -38,6 +39,7 @@ export function modelDetails(model: ModelView): [string, string][] {
 export function createModelPanel(hooks: ModelPanelHooks): ModelPanel {
   const panel = required("#model-panel");
   const details = el("dl", { id: "model-details", class: "details" });
+  const tuningNotice = el("p", { id: "model-tuning-notice", class: "model-notice", role: "note", hidden: true });
   const files = el("ul", { id: "model-list", class: "model-list" });
   const importButton = el("button", { type: "button", id: "import-model", class: "primary", text: "Import GGUF…" });
   const message = el("p", { class: "panel-message", role: "status", hidden: true });
@@ -51,7 +53,7 @@ export function createModelPanel(hooks: ModelPanelHooks): ModelPanel {
       el(
         "div",
         { class: "panel-body" },
-        el("section", null, el("h3", { text: "In use" }), details),
+        el("section", null, el("h3", { text: "In use" }), details, tuningNotice),
         el("section", null, el("h3", { text: "Models on this device" }), files, el("div", { class: "panel-row" }, importButton)),
         message,
         errorLine,
@@ -71,6 +73,8 @@ export function createModelPanel(hooks: ModelPanelHooks): ModelPanel {
   }
 
   function showDetails(model: ModelView | null): void {
+    tuningNotice.textContent = model?.tuningNotice ?? "";
+    tuningNotice.hidden = !model?.tuningNotice;
     if (!model) {
       details.replaceChildren(el("p", { class: "muted", text: "No model is loaded." }));
       return;

@@ -4,7 +4,7 @@
 import { call } from "./api";
 import { required } from "./dom";
 import { formatMegabytes, formatMs, formatTokensPerSecond } from "./format";
-import type { Phase, ReplyStats, StatusView, ThermalState } from "./types";
+import type { ReplyStats, StatusView, ThermalState } from "./types";
 
 export const STATUS_POLL_MS = 2000;
 
@@ -25,7 +25,8 @@ export interface StatusLine {
 
 /** `askedAt` is when the status was asked for (performance.now()), so a caller can ignore an
  *  answer that left the backend before its own latest phase change. */
-export function createStatusLine(onPhase: (phase: Phase, askedAt: number) => void): StatusLine {
+/** `onStatus`: every answer of `status`, with when it was asked (performance.now()). */
+export function createStatusLine(onStatus: (status: StatusView, askedAt: number) => void): StatusLine {
   const backend = required("#status-backend");
   const speed = required("#status-speed");
   const ttft = required("#status-ttft");
@@ -59,7 +60,7 @@ export function createStatusLine(onPhase: (phase: Phase, askedAt: number) => voi
     try {
       const status = await call("status");
       show(status);
-      onPhase(status.phase, askedAt);
+      onStatus(status, askedAt);
     } catch {
       // The status line is best effort; the next poll tries again.
     }

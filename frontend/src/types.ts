@@ -138,6 +138,10 @@ export interface ModelView {
   family: string;
   /** Layers, sliding window, KV sharing and width in one line. */
   layout: string;
+  /** "base" (continues text) or "instruct" (answers). */
+  tuning: "base" | "instruct";
+  /** For a base model, the sentence that explains it. */
+  tuningNotice: string | null;
   parameters: number;
   quantization: string;
   fileBytes: number;
@@ -170,6 +174,9 @@ export interface StatusView {
   thermalMessage: string | null;
   /** A reply or a document job is running. */
   busy: boolean;
+  /** The loaded model's sentence for the user: set for a base model, which continues text
+   *  instead of answering. */
+  modelNotice: string | null;
 }
 
 export interface DocumentProgress {

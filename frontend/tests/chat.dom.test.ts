@@ -240,4 +240,18 @@ describe("chat", () => {
     expect($('.message[data-seq="3"]').classList.contains("highlight")).toBe(true);
     expect(chat.highlight(42)).toBe(false);
   });
+
+  it("a new conversation on a base model says what the model does, and only there", async () => {
+    const notice = "This is a base model: it continues the text it is given.";
+    chat.setModelNotice(notice);
+    await chat.newConversation();
+    expect($(".chat-empty .model-notice").textContent).toBe(notice);
+    chat.setModelNotice(null);
+    expect($(".chat-empty")).not.toBeNull();
+    expect(document.querySelector(".chat-empty .model-notice")).toBeNull();
+    chat.setModelNotice(notice);
+    await chat.open("other");
+    expect(document.querySelector(".chat-empty")).toBeNull();
+    expect(document.querySelector(".model-notice")).toBeNull();
+  });
 });

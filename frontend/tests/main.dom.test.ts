@@ -44,6 +44,8 @@ const settings: Settings = {
 // The Rust side also sends modelPath when a model was chosen; saving must send it back.
 const fromBackend = { ...settings, modelPath: "/m/gemma.gguf" } as Settings;
 
+const BASE_NOTICE = "This is a base model: it continues the text it is given.";
+
 function msg(seq: number, role: MessageView["role"], text: string): MessageView {
   return { id: seq, seq, role, text, status: "complete", createdAt: seq, stats: null };
 }
@@ -71,6 +73,7 @@ describe("the app", () => {
         thermal: "fair",
         thermalMessage: "The device is warm; replies are paced at 70%.",
         busy: false,
+        modelNotice: BASE_NOTICE,
       }),
       list_conversations: () => [
         { id: "old", title: "Old", pinned: true, createdAt: 0, updatedAt: 1, messageCount: 2, preview: null },
@@ -102,6 +105,8 @@ describe("the app", () => {
         memoryEstimateBytes: 400 * 1024 * 1024,
         kvBytesPerToken: 9216,
         loadSeconds: 1.5,
+        tuning: "base",
+        tuningNotice: BASE_NOTICE,
       }),
       list_models: () => [
         { path: "/m/gemma.gguf", fileName: "gemma.gguf", bytes: 253_113_024, current: true },
@@ -144,8 +149,14 @@ describe("the app", () => {
 
   it("checks the settings and saves them", async () => {
     press(document.body, ",", { ctrlKey: true });
+    // until the values in force are in, the form says so and takes no input
+    expect($("#settings-panel").dataset.state).toBe("loading");
+    expect($("#setting-temperature").closest("fieldset")!.disabled).toBe(true);
+    expect($<HTMLButtonElement>("#settings-save").disabled).toBe(true);
     await settle();
     expect($("#settings-panel").hidden).toBe(false);
+    expect($("#settings-panel").dataset.state).toBe("ready");
+    expect($("#setting-temperature").closest("fieldset")!.disabled).toBe(false);
     expect($<HTMLInputElement>("#setting-temperature").value).toBe("0.8");
     expect($<HTMLTextAreaElement>("#setting-systemPrompt").value).toBe("Be brief.");
     $<HTMLInputElement>("#setting-temperature").value = "5";
@@ -181,6 +192,10 @@ describe("the app", () => {
     expect($("#model-details").textContent).toContain("Q4_K_M");
     expect($("#model-details").textContent).toContain("Gemma 3 (gemma3)");
     expect($("#model-details").textContent).toContain("18 layers (15 sliding, window 512)");
+    // a base model is marked as one, with the sentence that explains it
+    expect($("#model-details").textContent).toContain("Base model (continues text)");
+    expect($("#model-tuning-notice").hidden).toBe(false);
+    expect($("#model-tuning-notice").textContent).toBe(BASE_NOTICE);
     press(document.body, "Escape");
     expect($("#model-panel").hidden).toBe(true);
   });
@@ -206,6 +221,7 @@ describe("the app", () => {
     expect($("#drop-overlay").hidden).toBe(true);
     expect(backend.callsOf("summarize_dropped")[0].path).toBe("/tmp/report.txt");
     expect($("#document-progress").hidden).toBe(false);
+    expect($("#document-progress .model-notice").textContent).toBe(BASE_NOTICE);
     documentChannel!.onmessage({ event: "started", data: { fileName: "report.txt" } });
     documentChannel!.onmessage({
       event: "progress",

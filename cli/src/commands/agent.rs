@@ -59,6 +59,7 @@ pub fn run(args: Args) -> Result<()> {
         eprintln!("loading {} …", args.model.model_path().display());
     }
     let engine = args.model.spawn()?;
+    crate::options::say_if_base_model(&engine);
     let grammar = CallGrammar::new(engine.tokenizer())?;
     let cancel = Arc::new(AtomicBool::new(false));
     {

@@ -72,6 +72,7 @@ pub fn run(args: Args) -> Result<()> {
 
     eprintln!("loading {} …", args.model.model_path().display());
     let engine = args.model.spawn()?;
+    crate::options::say_if_base_model(&engine);
     let info = engine.info();
     eprintln!(
         "{} ({}, {}) ready in {:.2} s on {}. /new starts a new conversation, /exit or Ctrl-D quits, Ctrl-C stops a reply.",

@@ -52,6 +52,8 @@ pub fn run(args: Args) -> Result<()> {
                 "name": arch.name,
                 "architecture": arch.family.as_str(),
                 "family": arch.family.display_name(),
+                "tuning": arch.tuning,
+                "tuningNotice": arch.tuning.notice(),
                 "description": arch.summary(),
                 "parameters": arch.parameter_count(),
                 "quantization": file.quantization_label(),
@@ -133,6 +135,12 @@ pub fn run(args: Args) -> Result<()> {
             "architecture      {family}, {size} parameters, {} ({description})",
             m["quantization"].as_str().unwrap_or("?")
         )?;
+    }
+    if let Some(tuning) = m["tuning"].as_str() {
+        writeln!(o, "tuning            {tuning}")?;
+        if let Some(notice) = m["tuningNotice"].as_str() {
+            writeln!(o, "                  {notice}")?;
+        }
     }
     if let Some(e) = m.get("estimate") {
         writeln!(

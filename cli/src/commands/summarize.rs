@@ -40,6 +40,7 @@ pub fn run(args: Args) -> Result<()> {
     let document = documents::Document::open(&args.file)?;
     let store = args.store.open()?;
     let engine = args.model.spawn()?;
+    crate::options::say_if_base_model(&engine);
     let cancel = Arc::new(AtomicBool::new(false));
     {
         let cancel = cancel.clone();

@@ -25,6 +25,7 @@
 //! What a file asks for that we cannot run is refused with a sentence naming it, never guessed.
 
 mod limits;
+mod tuning;
 
 use std::path::Path;
 
@@ -34,6 +35,7 @@ use crate::error::{Error, Result};
 use crate::gguf::{Meta, keys};
 
 pub use limits::Limits;
+pub use tuning::Tuning;
 
 /// The Gemma generation, from `general.architecture`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -156,6 +158,8 @@ impl LayerArch {
 pub struct ModelArch {
     pub family: Family,
     pub name: Option<String>,
+    /// Base (continues text) or instruction-tuned (answers), from the file's metadata.
+    pub tuning: Tuning,
     pub n_vocab: usize,
     pub n_embd: usize,
     pub rms_eps: f32,
@@ -307,6 +311,7 @@ impl ModelArch {
         ModelArch {
             family: Family::Gemma3,
             name: None,
+            tuning: Tuning::Base,
             n_vocab: 10,
             n_embd: 8,
             rms_eps: 1e-6,
@@ -652,10 +657,17 @@ impl Reader<'_> {
             Family::Gemma | Family::Gemma2 => true,
             _ => !(self.has_tensor)(keys::OUTPUT),
         };
-        let name = m.get(keys::NAME).and_then(|v| v.to_string().ok()).cloned();
+        let text = |key: &str| m.get(key).and_then(|v| v.to_string().ok()).cloned();
+        let name = text(keys::NAME);
+        let tuning = Tuning::detect(
+            text(keys::FINETUNE).as_deref(),
+            &[name.as_deref(), text(keys::BASENAME).as_deref()],
+            m.get(keys::CHAT_TEMPLATE).is_some(),
+        );
         Ok(ModelArch {
             family,
             name,
+            tuning,
             n_vocab,
             n_embd,
             rms_eps,

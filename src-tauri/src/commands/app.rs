@@ -23,6 +23,8 @@ pub struct StatusView {
     pub thermal: engine::ThermalState,
     pub thermal_message: Option<String>,
     pub busy: bool,
+    /// The loaded model's sentence for the user: a base model's (it continues text).
+    pub model_notice: Option<String>,
 }
 
 #[tauri::command]
@@ -45,6 +47,7 @@ pub fn status(state: State<'_, AppState>) -> StatusView {
         thermal,
         thermal_message,
         busy: state.shared.busy(),
+        model_notice: engine.as_ref().and_then(|e| e.info().tuning_notice.clone()),
     }
 }
 

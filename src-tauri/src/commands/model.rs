@@ -21,6 +21,10 @@ pub struct ModelView {
     pub family: String,
     /// Layers, sliding window, KV sharing and width in one line.
     pub layout: String,
+    /// `base` (continues text) or `instruct` (answers).
+    pub tuning: engine::Tuning,
+    /// For a base model, the sentence that explains it.
+    pub tuning_notice: Option<String>,
     pub parameters: u64,
     pub quantization: String,
     pub file_bytes: u64,
@@ -73,6 +77,8 @@ pub async fn model_info(state: State<'_, AppState>) -> Result<Option<ModelView>>
         architecture: info.architecture.clone(),
         family: info.family.clone(),
         layout: info.description.clone(),
+        tuning: info.tuning,
+        tuning_notice: info.tuning_notice.clone(),
         parameters: info.parameters,
         quantization: info.quantization.clone(),
         file_bytes: info.file_bytes,
