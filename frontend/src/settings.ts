@@ -125,6 +125,13 @@ export function createSettingsPanel(hooks: SettingsHooks): SettingsPanel {
     return required<T>(`#${id}`, form);
   }
 
+  function setLoading(loading: boolean): void {
+    panel.dataset.state = loading ? "loading" : "ready";
+    form.setAttribute("aria-busy", String(loading));
+    for (const fieldset of form.querySelectorAll("fieldset")) fieldset.disabled = loading;
+    save.disabled = loading;
+  }
+
   function showProblem(message: string | null): void {
     errorLine.textContent = message ?? "";
     errorLine.hidden = message === null;
@@ -193,8 +200,13 @@ export function createSettingsPanel(hooks: SettingsHooks): SettingsPanel {
   return {
     async open() {
       showProblem(null);
+      // The values in force come from the backend (get_settings), one IPC round trip after the
+      // panel shows. Until they are in, the form says it is loading and takes no input, so
+      // nobody sees (or saves) empty fields; the panel's data-state tells tests when it is
+      // filled.
+      setLoading(true);
+      if (loaded) fill(loaded);
       openModal(panel);
-      save.disabled = true;
       void call("log_folder").then(
         (path) => (logPath.textContent = path),
         () => undefined,
@@ -202,9 +214,10 @@ export function createSettingsPanel(hooks: SettingsHooks): SettingsPanel {
       try {
         loaded = await call("get_settings");
         fill(loaded);
-        save.disabled = false;
+        setLoading(false);
       } catch (error) {
         loaded = null;
+        panel.dataset.state = "failed";
         showProblem(errorMessage(error));
       }
     },

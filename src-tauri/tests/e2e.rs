@@ -135,11 +135,49 @@ async fn wait_for(c: &Client, condition: &str, timeout: Duration) {
     }
 }
 
-async fn screenshot(c: &Client, name: &str) {
+async fn screenshot(c: &Client, name: &str) -> Vec<u8> {
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("e2e-screenshots");
     std::fs::create_dir_all(&dir).unwrap();
     let png = c.screenshot().await.expect("a screenshot");
-    std::fs::write(dir.join(format!("{name}.png")), png).unwrap();
+    std::fs::write(dir.join(format!("{name}.png")), &png).unwrap();
+    png
+}
+
+/// How many different colours the PNG `png` holds: one for a blank page, hundreds once text
+/// and controls are painted (anti-aliased glyphs alone give dozens).
+fn distinct_colours(png: &[u8]) -> usize {
+    let mut decoder = png::Decoder::new(std::io::Cursor::new(png));
+    decoder.set_transformations(png::Transformations::EXPAND | png::Transformations::STRIP_16);
+    let mut reader = decoder.read_info().expect("a PNG screenshot");
+    let mut pixels = vec![0; reader.output_buffer_size().expect("a bounded PNG")];
+    let frame = reader.next_frame(&mut pixels).expect("the PNG's pixels");
+    let channels = frame.color_type.samples();
+    pixels[..frame.buffer_size()]
+        .chunks_exact(channels)
+        .collect::<std::collections::HashSet<_>>()
+        .len()
+}
+
+/// The window shows the ready app: the composer is laid out on screen and the screenshot is
+/// not a blank page.
+async fn assert_painted(c: &Client, png: &[u8], what: &str) {
+    let composer = js(
+        c,
+        "const r = document.querySelector('#composer').getBoundingClientRect(); \
+         return [r.width, r.height, r.top, window.innerHeight];",
+    )
+    .await;
+    let [width, height, top, window_height] =
+        [0, 1, 2, 3].map(|i| composer[i].as_f64().unwrap_or(0.0));
+    assert!(
+        width > 100.0 && height > 10.0 && top >= 0.0 && top < window_height,
+        "{what}: the composer is not on screen: {composer}"
+    );
+    let colours = distinct_colours(png);
+    assert!(
+        colours > 32,
+        "{what}: the screenshot is blank ({colours} colours)"
+    );
 }
 
 async fn click(c: &Client, css: &str) {
@@ -291,7 +329,15 @@ async fn the_app_end_to_end() {
     let c = launch().await;
     wait_ready(&c).await;
     let start_to_ready = launched.elapsed();
-    screenshot(&c, "01-ready").await;
+    // the default model is a base model: the new conversation says what that means
+    wait_for(
+        &c,
+        "document.querySelector('.chat-empty .model-notice')?.textContent.includes('base model')",
+        Duration::from_secs(10),
+    )
+    .await;
+    let ready = screenshot(&c, "01-ready").await;
+    assert_painted(&c, &ready, "the first launch when ready").await;
 
     // streamed text arrives while the reply is generated
     let saw_partial = send(&c, "What is the capital of France?").await;
@@ -418,6 +464,31 @@ async fn the_app_end_to_end() {
 
     click(&c, "#open-settings").await;
     wait_for(&c, &shown("#settings-panel"), Duration::from_secs(5)).await;
+    // the fields show the values in force (the saved settings above), not empty boxes
+    wait_for(
+        &c,
+        "document.querySelector('#settings-panel').dataset.state === 'ready'",
+        Duration::from_secs(10),
+    )
+    .await;
+    let fields = js(
+        &c,
+        "return ['temperature', 'maxTokens', 'contextSize', 'topP'].map(k => document.querySelector('#setting-' + k).value)",
+    )
+    .await;
+    let fields: Vec<f64> = fields
+        .as_array()
+        .expect("the settings fields")
+        .iter()
+        .map(|v| v.as_str().and_then(|s| s.parse().ok()).unwrap_or(f64::NAN))
+        .collect();
+    assert_eq!(fields[0], 0.0, "temperature field: {fields:?}");
+    assert_eq!(fields[1], 160.0, "longest-reply field: {fields:?}");
+    assert_eq!(fields[2], 2048.0, "context field: {fields:?}");
+    assert!(
+        fields[3] > 0.0 && fields[3] <= 1.0,
+        "top-p field shows the default: {fields:?}"
+    );
     screenshot(&c, "06-settings").await;
     c.close().await.unwrap();
 
