@@ -76,9 +76,10 @@ impl ModelOptions {
     }
 }
 
-/// For commands that expect the model to follow what it is told (chat, the agent, document
-/// summaries): on a base model, the one-sentence notice that it continues text instead.
-/// `generate` and `score` do not call this: continuing text is what they ask of a model.
+/// For commands that expect the model to follow what it is told (chat, the agent): on a base
+/// model, the one-sentence notice that it continues text instead (`summarize` prints the same
+/// once its job starts, so that a refused input stays one error line). `generate` and `score`
+/// do not: continuing text is what they ask of a model.
 pub fn say_if_base_model(handle: &EngineHandle) {
     if let Some(notice) = &handle.info().tuning_notice {
         eprintln!("notice: {notice}");

@@ -40,7 +40,6 @@ pub fn run(args: Args) -> Result<()> {
     let document = documents::Document::open(&args.file)?;
     let store = args.store.open()?;
     let engine = args.model.spawn()?;
-    crate::options::say_if_base_model(&engine);
     let cancel = Arc::new(AtomicBool::new(false));
     {
         let cancel = cancel.clone();
@@ -59,7 +58,12 @@ pub fn run(args: Args) -> Result<()> {
     };
     let mut stderr = std::io::stderr();
     let mut drew = false;
+    // a base model's notice once the model is at work: a refused input stays one error line
+    let mut base_notice = engine.info().tuning_notice.clone();
     let result = job.run_document(&document, |p| {
+        if let Some(notice) = base_notice.take() {
+            let _ = writeln!(stderr, "notice: {notice}");
+        }
         let _ = write!(stderr, "\r{}", progress_line(p));
         let _ = stderr.flush();
         drew = true;
