@@ -23,9 +23,9 @@ export interface StatusLine {
   showThermal(state: ThermalState, message: string | null): void;
 }
 
-/** `askedAt` is when the status was asked for (performance.now()), so a caller can ignore an
- *  answer that left the backend before its own latest phase change. */
-/** `onStatus`: every answer of `status`, with when it was asked (performance.now()). */
+/** `onStatus` gets every answer of `status` with `askedAt`, when it was asked for
+ *  (performance.now()), so a caller can ignore an answer that left the backend before its own
+ *  latest phase change. */
 export function createStatusLine(onStatus: (status: StatusView, askedAt: number) => void): StatusLine {
   const backend = required("#status-backend");
   const speed = required("#status-speed");
