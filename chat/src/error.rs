@@ -30,6 +30,54 @@ pub enum Error {
         "cancelled after {done} of {total} summaries; they are kept, and the same job resumes from there"
     )]
     Cancelled { done: usize, total: usize },
+    #[error("`{0}` is not a sha256: give the 64 hex digits published with the model")]
+    BadSha256(String),
+    #[error(
+        "{path} is not the file you expected: its sha256 is {found}, not {expected}. It was not imported; download it again"
+    )]
+    Sha256Mismatch {
+        path: std::path::PathBuf,
+        expected: String,
+        found: String,
+    },
+    #[error(
+        "not enough free disk space in {dir} to import this model: it needs {} MB, {} MB are free. Nothing was copied",
+        needed / 1_000_000,
+        free / 1_000_000
+    )]
+    NotEnoughSpace {
+        needed: u64,
+        free: u64,
+        dir: std::path::PathBuf,
+    },
+    #[error("the file of {model} is gone ({path}); import it again or remove it from the library")]
+    ModelFileMissing {
+        model: String,
+        path: std::path::PathBuf,
+    },
+    #[error(
+        "{model} is damaged: its file {path} has sha256 {found}, not the {expected} it had when imported; import it again"
+    )]
+    ModelDamaged {
+        model: String,
+        path: std::path::PathBuf,
+        expected: String,
+        found: String,
+    },
+    #[error("the model does not work: {0}")]
+    ModelNotWorking(String),
+    #[error("{model} failed its self-check, so {kept} stays in use: {reason}")]
+    SelfCheckFailed {
+        model: String,
+        reason: String,
+        kept: String,
+    },
+    #[error("cannot {action} {path}: {source}")]
+    ModelIo {
+        action: &'static str,
+        path: std::path::PathBuf,
+        source: std::io::Error,
+    },
     /// The tool-call grammar could not be built (a bug: our schemas are checked).
     #[error("the tool-call grammar could not be built: {0}")]
     Grammar(String),
@@ -48,6 +96,16 @@ impl Error {
             Error::ContextTooSmall { .. } => "context_too_small",
             Error::Cancelled { .. } => "cancelled",
             Error::Grammar(_) => "grammar",
+            Error::BadSha256(_) => "invalid_argument",
+            Error::Sha256Mismatch { .. } => "sha256_mismatch",
+            Error::NotEnoughSpace { .. } => "disk_full",
+            Error::ModelFileMissing { .. } => "model_file_missing",
+            Error::ModelNotWorking(_) => "model_not_working",
+            Error::ModelDamaged { .. } => "model_damaged",
+            Error::SelfCheckFailed { .. } => "self_check_failed",
+            // ENOSPC (28 on Linux and Darwin): the disk filled up during the copy
+            Error::ModelIo { source, .. } if source.raw_os_error() == Some(28) => "disk_full",
+            Error::ModelIo { .. } => "io",
         }
     }
 }

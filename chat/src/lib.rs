@@ -5,6 +5,8 @@
 //!   with checkpoints, commit), switch and close (snapshot);
 //! - [`EngineSummarizer`]: memory's `Summarizer` written with the engine;
 //! - [`documents`]: summarizing a document far longer than the context, as a resumable job;
+//! - [`models`]: the model library — import (checked, hashed, copied through a temporary
+//!   file), verify, switch with a self-check, remove;
 //! - [`prompt`]: how summaries and messages become the engine's chat prompt;
 //! - [`agent_loop`]: the agent loop on the model — constrained tool calls, results in the context;
 //! - [`tools`]: the agent's tools on the store (notes, reminders, search, audit log) and on
@@ -14,6 +16,7 @@ pub mod agent_loop;
 pub mod documents;
 pub mod error;
 pub mod manager;
+pub mod models;
 pub mod prompt;
 pub mod summarizer;
 pub mod tools;

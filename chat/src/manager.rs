@@ -52,6 +52,9 @@ pub enum Resume {
     Snapshot { tokens: usize },
     /// No usable snapshot: the prompt (summaries + recent turns) is being prefilled again.
     Reprefill { tokens: usize },
+    /// The conversation was held with another model (another sha256): its prompt is being
+    /// prefilled again on this one, and the user should hear that replies now come from it.
+    OtherModel { tokens: usize },
     /// A conversation with no messages yet.
     Empty,
 }
@@ -169,6 +172,8 @@ impl ConversationManager {
         }
         self.open = Some(id.clone());
         let key = self.snapshot_key()?;
+        let recorded = self.store.conversation_model_sha256(id)?;
+        let other_model = recorded.is_some_and(|sha| sha != key.model_sha256);
         if let Some(bytes) = self.store.load_snapshot(id, &key)? {
             match self.engine.restore(bytes) {
                 Ok(()) => {
@@ -189,7 +194,11 @@ impl ConversationManager {
         let tokens = self.engine.tokenizer().encode_chat(&history, false)?.len();
         // the engine prefills this while nothing else is asked of it; a send reuses it
         self.engine.prefill_history(history)?;
-        Ok(Resume::Reprefill { tokens })
+        Ok(if other_model {
+            Resume::OtherModel { tokens }
+        } else {
+            Resume::Reprefill { tokens }
+        })
     }
 
     /// The open conversation's prompt so far (system text, summaries, recent messages).
@@ -222,6 +231,10 @@ impl ConversationManager {
         on_event: &mut dyn FnMut(TurnEvent<'_>),
     ) -> Result<Turn> {
         let id = self.open.clone().ok_or(Error::NoConversation)?;
+        // from this turn on the conversation is held with this model
+        let model_sha256 = self.snapshot_key()?.model_sha256;
+        self.store
+            .set_conversation_model_sha256(&id, &model_sha256)?;
         let user = self.store.append_message(
             &id,
             &NewMessage::complete(Role::User, text, Some(self.count_tokens(text)? as i64)),

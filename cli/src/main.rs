@@ -31,6 +31,8 @@ enum Command {
     Chat(commands::chat::Args),
     /// List, show, search, export, import, rename, pin and delete saved conversations.
     Conversations(commands::conversations::Args),
+    /// The model library: list, import (checked and hashed), remove, use (self-checked), verify.
+    Models(commands::models::Args),
     /// What this device can run: memory, backend, thermal state, and which models fit.
     Doctor(commands::doctor::Args),
     /// Summarize a document (.txt, .md, .html, .pdf) of any length; resumable, saved.
@@ -49,8 +51,10 @@ impl Command {
         let given = match self {
             Command::Chat(a) => a.store.db.clone(),
             Command::Conversations(a) => a.store.db.clone(),
+            Command::Models(a) => a.store.db.clone(),
             Command::Summarize(a) => a.store.db.clone(),
             Command::Tools(a) => a.db(),
+            Command::Agent(a) => a.store.db.clone(),
             _ => None,
         };
         given.unwrap_or_else(memory::default_database_path)
@@ -76,13 +80,16 @@ fn main() -> ExitCode {
             return ExitCode::from(code);
         }
     };
-    log::install(&cli.command.database());
+    let database = cli.command.database();
+    log::install(&database);
+    options::set_library_database(database);
     let result = match cli.command {
         Command::Tokenize(a) => commands::tokenize::run(a),
         Command::Score(a) => commands::score::run(a),
         Command::Generate(a) => commands::generate::run(a),
         Command::Chat(a) => commands::chat::run(a),
         Command::Conversations(a) => commands::conversations::run(a),
+        Command::Models(a) => commands::models::run(a),
         Command::Summarize(a) => commands::summarize::run(a),
         Command::Bench(a) => commands::bench::run(a),
         Command::Doctor(a) => commands::doctor::run(a),

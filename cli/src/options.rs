@@ -1,6 +1,7 @@
 //! Options shared by every command that loads the model.
 
 use std::path::PathBuf;
+use std::sync::OnceLock;
 
 use anyhow::Result;
 use clap::Args;
@@ -8,7 +9,7 @@ use engine::{DeviceChoice, EngineConfig, EngineHandle};
 
 #[derive(Args, Debug, Clone)]
 pub struct ModelOptions {
-    /// Path to a Gemma GGUF file [default: $COMPANION_MODEL, else the fetched default model]
+    /// Path to a Gemma GGUF file [default: $COMPANION_MODEL, else the library's model in use, else the fetched default model]
     #[arg(long, value_name = "PATH")]
     pub model: Option<PathBuf>,
     /// Backend: cpu, cuda or metal (falls back to cpu with a notice when unavailable)
@@ -31,9 +32,34 @@ pub struct ModelOptions {
     pub thermal_interval: u64,
 }
 
+/// The database whose model library picks the model when neither `--model` nor
+/// `COMPANION_MODEL` does: the one the command works on (`main` sets it once).
+static LIBRARY_DATABASE: OnceLock<PathBuf> = OnceLock::new();
+/// The model the library chose, looked up once per process.
+static LIBRARY_MODEL: OnceLock<Option<PathBuf>> = OnceLock::new();
+
+pub fn set_library_database(db: PathBuf) {
+    let _ = LIBRARY_DATABASE.set(db);
+}
+
 impl ModelOptions {
+    /// `--model`, else `COMPANION_MODEL`, else the model in use in the library (`companion
+    /// models use`), else the fetched default model.
     pub fn model_path(&self) -> PathBuf {
-        self.model
+        if let Some(model) = &self.model {
+            return model.clone();
+        }
+        if std::env::var_os("COMPANION_MODEL").is_some_and(|p| !p.is_empty()) {
+            return engine::default_model_path();
+        }
+        LIBRARY_MODEL
+            .get_or_init(|| {
+                let db = LIBRARY_DATABASE
+                    .get()
+                    .cloned()
+                    .unwrap_or_else(memory::default_database_path);
+                crate::commands::models::library_model(&db)
+            })
             .clone()
             .unwrap_or_else(engine::default_model_path)
     }

@@ -25,6 +25,7 @@ pub mod engine;
 pub mod error;
 pub mod generate;
 pub mod gguf;
+pub mod inspect;
 pub mod kv_budget;
 pub mod kv_cache;
 pub mod memory_guard;
@@ -43,6 +44,7 @@ pub use draft::DraftOutcome;
 pub use engine::{Engine, EngineConfig, ModelInfo, ScoredPosition};
 pub use error::{Error, Result};
 pub use generate::{GenerateParams, Generation, GenerationStats, StopReason};
+pub use inspect::{ModelFacts, inspect_model};
 pub use kv_budget::{PAGE_SIZE, SessionConfig};
 pub use model::{Hidden, Model};
 pub use runtime::{

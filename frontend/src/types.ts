@@ -47,6 +47,7 @@ export interface MessageView {
 export type Resume =
   | { kind: "snapshot"; tokens: number }
   | { kind: "reprefill"; tokens: number }
+  | { kind: "otherModel"; tokens: number }
   | { kind: "empty" };
 
 export interface OpenedConversation {

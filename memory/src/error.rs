@@ -19,6 +19,14 @@ pub enum Error {
     ConversationNotFound(String),
     #[error("`{0}` matches more than one conversation; give more of its id")]
     AmbiguousConversation(String),
+    #[error("no model in the library matches `{0}` (`companion models list` shows them)")]
+    ModelNotFound(String),
+    #[error(
+        "`{0}` matches more than one model; give its name and version (`name v2`) or more of its sha256"
+    )]
+    AmbiguousModel(String),
+    #[error("{0} is the model in use; choose another model first (`companion models use NAME`)")]
+    ModelInUse(String),
     #[error("message {0} does not exist")]
     MessageNotFound(i64),
     #[error("a conversation with id {0} already exists")]
@@ -47,6 +55,9 @@ impl Error {
             Error::DiskFull(_) => "disk_full",
             Error::ConversationNotFound(_) => "conversation_not_found",
             Error::AmbiguousConversation(_) => "conversation_ambiguous",
+            Error::ModelNotFound(_) => "model_not_found",
+            Error::AmbiguousModel(_) => "model_ambiguous",
+            Error::ModelInUse(_) => "model_in_use",
             Error::MessageNotFound(_) => "message_not_found",
             Error::ConversationExists(_) => "conversation_exists",
             Error::InvalidExport(_) => "invalid_export",

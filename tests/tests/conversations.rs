@@ -185,3 +185,54 @@ fn forty_turns_at_a_1024_token_context_run_through_summaries() -> Result<()> {
     );
     Ok(())
 }
+
+#[test]
+fn a_conversation_reopened_on_another_model_says_so_and_is_read_again() -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    let db = dir.path().join("c.db");
+    let manager = |engine: &engine::EngineHandle| -> Result<ConversationManager> {
+        Ok(ConversationManager::new(
+            engine.clone(),
+            Store::open(&db)?.store,
+            ManagerConfig::for_engine(engine),
+        ))
+    };
+    let real = spawn_engine(1024);
+    let mut m = manager(&real)?;
+    let id = m.create("two models")?;
+    m.send(
+        "Hello there.",
+        &greedy(4),
+        &AtomicBool::new(false),
+        &mut |_| {},
+    )?;
+    drop(m);
+    real.reset_session()?;
+    let how = manager(&real)?.open(&id)?;
+    assert!(
+        matches!(how, Resume::Snapshot { .. } | Resume::Reprefill { .. }),
+        "the same model: {how:?}"
+    );
+
+    // another model (a small random-weight Gemma 3 of the family fixtures)
+    let other = engine::EngineHandle::spawn(engine::EngineConfig {
+        model_path: std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("fixtures/gemma-family/gemma3-gqa.q8_0.gguf"),
+        context: 1024,
+        warm_up: false,
+        ..engine::EngineConfig::default()
+    })?;
+    let mut m = manager(&other)?;
+    let how = m.open(&id)?;
+    assert!(
+        matches!(how, Resume::OtherModel { tokens } if tokens > 0),
+        "another model: {how:?}"
+    );
+    // a turn on it makes it the conversation's model
+    m.send("And now?", &greedy(4), &AtomicBool::new(false), &mut |_| {})?;
+    drop(m);
+    other.reset_session()?;
+    let how = manager(&other)?.open(&id)?;
+    assert!(!matches!(how, Resume::OtherModel { .. }), "{how:?}");
+    Ok(())
+}

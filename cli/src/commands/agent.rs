@@ -47,7 +47,7 @@ pub struct Args {
     #[command(flatten)]
     model: ModelOptions,
     #[command(flatten)]
-    store: StoreOptions,
+    pub(crate) store: StoreOptions,
 }
 
 pub fn run(args: Args) -> Result<()> {

@@ -226,6 +226,8 @@ fn resume(manager: &mut ConversationManager, id: &ConversationId) -> Result<()> 
         match how {
             Resume::Snapshot { tokens } => format!("resumed from its snapshot ({tokens} tokens)"),
             Resume::Reprefill { tokens } => format!("reading back {tokens} tokens"),
+            Resume::OtherModel { tokens } =>
+                format!("it was held with another model; reading back {tokens} tokens on this one"),
             Resume::Empty => "no messages yet".into(),
         }
     );

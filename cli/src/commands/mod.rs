@@ -6,6 +6,7 @@ pub mod chat_tools;
 pub mod conversations;
 pub mod doctor;
 pub mod generate;
+pub mod models;
 pub mod score;
 pub mod summarize;
 pub mod tokenize;

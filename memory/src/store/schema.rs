@@ -9,7 +9,7 @@ use rusqlite::Connection;
 use crate::error::{Error, Result};
 
 /// The schema version this code writes.
-pub const SCHEMA_VERSION: i64 = 4;
+pub const SCHEMA_VERSION: i64 = 5;
 
 /// Version 1: conversations, messages, L2 summaries and KV snapshot records.
 const V1: &str = "
@@ -155,6 +155,29 @@ const V4: &str = "
 ALTER TABLE messages ADD COLUMN writer TEXT;
 ";
 
+/// Version 5: the model library — every model file the user imported, with its fingerprint
+/// and its version among the files of the same name; the one in use is the one most recently
+/// chosen (`used_at`), the one before it what a failed switch goes back to. Conversations
+/// record the sha256 of the model their turns were made with.
+const V5: &str = "
+CREATE TABLE models (
+    id            INTEGER PRIMARY KEY,
+    name          TEXT NOT NULL,
+    version       INTEGER NOT NULL,
+    path          TEXT NOT NULL,
+    architecture  TEXT NOT NULL,
+    parameters    INTEGER NOT NULL,
+    quantization  TEXT NOT NULL,
+    file_bytes    INTEGER NOT NULL,
+    sha256        TEXT NOT NULL UNIQUE,
+    source        TEXT NOT NULL,
+    added_at      INTEGER NOT NULL,
+    used_at       INTEGER,
+    UNIQUE (name, version)
+);
+ALTER TABLE conversations ADD COLUMN model_sha256 TEXT;
+";
+
 /// One upgrade step: SQL, then Rust for what SQL cannot do (filling a new index).
 struct Step {
     sql: &'static str,
@@ -176,6 +199,10 @@ const STEPS: [Step; SCHEMA_VERSION as usize] = [
     },
     Step {
         sql: V4,
+        after: None,
+    },
+    Step {
+        sql: V5,
         after: None,
     },
 ];

@@ -1,0 +1,426 @@
+//! The model library (`companion models`, the app's model panel): importing a GGUF so that it
+//! can never leave the user with a broken model, re-hashing it, switching to it with a
+//! self-check that falls back to the model in use, and removing it.
+//!
+//! - Import checks before it keeps: the header, architecture, tensors and tokenizer through
+//!   [`engine::inspect_model`]; the free disk space first; then one pass that copies through a
+//!   temporary file while hashing (a 2-3 GB file is read once, with progress), compares with
+//!   the sha256 the user gave, and renames into place only when everything matched. A failure
+//!   at any step leaves nothing behind.
+//! - Versions are the store's rule (memory/src/store/models.rs): same name, other sha256.
+//! - A switch loads the new model in its own engine and generates a few greedy tokens with
+//!   finite logits before it is recorded as in use; when that fails the model in use stays
+//!   what it was, and the error says why and what stayed.
+
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+
+use engine::{EngineConfig, EngineHandle, GenerateParams, Prompt, SamplingParams};
+use memory::{ModelRecord, NewModel, Store};
+use sha2::{Digest, Sha256};
+
+use crate::error::{Error, Result};
+
+/// Bytes read and hashed at a time; progress is reported after each.
+const CHUNK: usize = 4 << 20;
+/// Room left on the disk beyond the model itself (SQLite's journal, the app's own writes).
+const SPARE_BYTES: u64 = 64 << 20;
+/// The self-check's prompt and the tokens it generates from it.
+const CHECK_PROMPT: &str = "The capital of France is";
+const CHECK_TOKENS: usize = 4;
+
+/// What an import did.
+#[derive(Debug, Clone)]
+pub struct Imported {
+    pub model: ModelRecord,
+    /// `false`: a file with these bytes was in the library already (nothing was copied).
+    pub added: bool,
+    /// The model of the same name that this one is a newer version of, if any.
+    pub newer_than: Option<ModelRecord>,
+}
+
+/// Check `source`, copy it into `models_dir` and keep it in the library. `expected_sha256`: the
+/// fingerprint the user was given with the file (any case); a file that does not match it is
+/// not kept. `progress(done, total)` follows the copy, in bytes.
+pub fn import_model(
+    store: &Store,
+    models_dir: &Path,
+    source: &Path,
+    expected_sha256: Option<&str>,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<Imported> {
+    let expected = expected_sha256.map(parse_sha256).transpose()?;
+    let facts = engine::inspect_model(source)?;
+    let source_name = source
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .ok_or_else(|| Error::ModelIo {
+            action: "import",
+            path: source.to_path_buf(),
+            source: std::io::Error::other("it names a folder, not a file"),
+        })?;
+    let name = facts.name.clone().unwrap_or_else(|| {
+        Path::new(&source_name)
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_else(|| source_name.clone())
+    });
+    std::fs::create_dir_all(models_dir).map_err(|e| io("create", models_dir, e))?;
+    let free = fs4::available_space(models_dir)
+        .map_err(|e| io("read the free space of", models_dir, e))?;
+    let in_place = same_file(source, &models_dir.join(&source_name));
+    let needed = if in_place {
+        0
+    } else {
+        facts.file_bytes + SPARE_BYTES
+    };
+    if free < needed {
+        return Err(Error::NotEnoughSpace {
+            needed: facts.file_bytes,
+            free,
+            dir: models_dir.to_path_buf(),
+        });
+    }
+
+    let partial = models_dir.join(format!(".{source_name}.{}.partial", std::process::id()));
+    let copied = if in_place {
+        hash_file(source, progress).map(|sha| (sha, None))
+    } else {
+        copy_and_hash(source, &partial, progress).map(|sha| (sha, Some(partial.clone())))
+    };
+    let (sha256, partial) = match copied {
+        Ok(done) => done,
+        Err(e) => {
+            let _ = std::fs::remove_file(&partial);
+            return Err(e);
+        }
+    };
+    let discard = |partial: &Option<PathBuf>| {
+        if let Some(p) = partial {
+            let _ = std::fs::remove_file(p);
+        }
+    };
+    if let Some(expected) = &expected
+        && *expected != sha256
+    {
+        discard(&partial);
+        return Err(Error::Sha256Mismatch {
+            path: source.to_path_buf(),
+            expected: expected.clone(),
+            found: sha256,
+        });
+    }
+    if let Some(existing) = store.models()?.into_iter().find(|m| m.sha256 == sha256) {
+        discard(&partial);
+        return Ok(Imported {
+            model: existing,
+            added: false,
+            newer_than: None,
+        });
+    }
+    let target = match &partial {
+        None => source.to_path_buf(),
+        Some(partial) => {
+            let target = free_name(models_dir, &source_name, &sha256);
+            if let Err(e) = std::fs::rename(partial, &target) {
+                let _ = std::fs::remove_file(partial);
+                return Err(io("store", &target, e));
+            }
+            sync_dir(models_dir);
+            target
+        }
+    };
+    let target_abs = target.canonicalize().unwrap_or_else(|_| target.clone());
+    let older = store
+        .models()?
+        .into_iter()
+        .filter(|m| m.name == name)
+        .max_by_key(|m| m.version);
+    let kept = store.add_model(&NewModel {
+        name,
+        path: target_abs.display().to_string(),
+        architecture: facts.architecture,
+        parameters: facts.parameters,
+        quantization: facts.quantization,
+        file_bytes: facts.file_bytes,
+        sha256,
+        source: source
+            .canonicalize()
+            .unwrap_or_else(|_| source.to_path_buf())
+            .display()
+            .to_string(),
+    });
+    match kept {
+        Ok((model, added)) => Ok(Imported {
+            model,
+            added,
+            newer_than: older,
+        }),
+        Err(e) => {
+            if partial.is_some() {
+                let _ = std::fs::remove_file(&target);
+            }
+            Err(e.into())
+        }
+    }
+}
+
+/// What re-hashing a model found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Verified {
+    pub sha256: String,
+    pub matches: bool,
+}
+
+/// Hash the model's file again and compare it with the sha256 recorded when it was imported.
+pub fn verify_model(model: &ModelRecord, progress: &mut dyn FnMut(u64, u64)) -> Result<Verified> {
+    let path = Path::new(&model.path);
+    if !path.is_file() {
+        return Err(Error::ModelFileMissing {
+            model: model.label(),
+            path: path.to_path_buf(),
+        });
+    }
+    let sha256 = hash_file(path, progress)?;
+    Ok(Verified {
+        matches: sha256 == model.sha256,
+        sha256,
+    })
+}
+
+/// What a switch did.
+#[derive(Debug, Clone)]
+pub struct Switched {
+    pub model: ModelRecord,
+    /// The model in use before, kept unless the caller removes it.
+    pub previous: Option<ModelRecord>,
+    /// The self-check's greedy continuation of its prompt.
+    pub check_text: String,
+}
+
+/// Switch to `model`: check it with `check` (normally [`self_check`] on an engine loaded with
+/// the caller's settings) and only then record it as in use. When the check fails, the model
+/// in use stays what it was and the error names it.
+pub fn use_model(
+    store: &Store,
+    model: &ModelRecord,
+    check: impl FnOnce(&Path) -> Result<String>,
+) -> Result<Switched> {
+    let path = Path::new(&model.path);
+    if !path.is_file() {
+        return Err(Error::ModelFileMissing {
+            model: model.label(),
+            path: path.to_path_buf(),
+        });
+    }
+    let previous = store.model_in_use()?.filter(|p| p.id != model.id);
+    let check_text = check(path).map_err(|e| Error::SelfCheckFailed {
+        model: model.label(),
+        reason: e.to_string(),
+        kept: previous
+            .as_ref()
+            .map(ModelRecord::label)
+            .unwrap_or_else(|| "the default model".into()),
+    })?;
+    let model = store.set_model_in_use(model.id)?;
+    Ok(Switched {
+        model,
+        previous,
+        check_text,
+    })
+}
+
+/// Load the model `config` names in an engine of its own, and check that it works: a few
+/// greedy tokens after a short prompt, and finite logits at every position of it. Returns
+/// the generated text.
+pub fn self_check(config: EngineConfig) -> Result<String> {
+    let engine = EngineHandle::spawn(EngineConfig {
+        warm_up: false,
+        ..config
+    })?;
+    let ids = engine.tokenizer().encode(CHECK_PROMPT, true)?;
+    let scored = engine.score(ids.clone())?;
+    if let Some(bad) = scored
+        .iter()
+        .find(|p| !p.logprob.is_finite() || p.top.iter().any(|(_, l)| !l.is_finite()))
+    {
+        return Err(Error::ModelNotWorking(format!(
+            "its output is not a number at position {} of a short prompt (damaged weights?)",
+            bad.pos
+        )));
+    }
+    let generation = engine
+        .generate(
+            Prompt::Ids(ids),
+            GenerateParams {
+                max_tokens: CHECK_TOKENS,
+                sampling: SamplingParams::greedy(),
+                // the check is that decoding works: an end-of-text token must not cut it short
+                ignore_eos: true,
+                ..GenerateParams::default()
+            },
+        )?
+        .wait(|_| {})?;
+    if generation.ids.is_empty() {
+        return Err(Error::ModelNotWorking(
+            "it generated nothing after a short prompt".into(),
+        ));
+    }
+    Ok(generation.text)
+}
+
+/// Forget a model and delete its file when it is in `models_dir` (a file the library did not
+/// copy stays where the user keeps it). The model in use is refused.
+pub fn remove_model(store: &Store, models_dir: &Path, model: &ModelRecord) -> Result<bool> {
+    store.remove_model(model.id)?;
+    let path = Path::new(&model.path);
+    let ours = match (
+        path.parent().map(Path::canonicalize),
+        models_dir.canonicalize(),
+    ) {
+        (Some(Ok(parent)), Ok(dir)) => parent == dir,
+        _ => false,
+    };
+    if ours {
+        if let Err(e) = std::fs::remove_file(path) {
+            tracing::warn!(path = %path.display(), error = %e, "a removed model's file stayed");
+            return Ok(false);
+        }
+        return Ok(true);
+    }
+    Ok(false)
+}
+
+/// A sha256 the user typed: 64 hex digits, any case; lowercase out.
+pub fn parse_sha256(text: &str) -> Result<String> {
+    let t = text.trim().to_ascii_lowercase();
+    if t.len() == 64 && t.bytes().all(|b| b.is_ascii_hexdigit()) {
+        Ok(t)
+    } else {
+        Err(Error::BadSha256(text.to_string()))
+    }
+}
+
+fn hex(digest: &[u8]) -> String {
+    digest.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn io(action: &'static str, path: &Path, source: std::io::Error) -> Error {
+    Error::ModelIo {
+        action,
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+fn hash_file(path: &Path, progress: &mut dyn FnMut(u64, u64)) -> Result<String> {
+    let mut file = std::fs::File::open(path).map_err(|e| io("read", path, e))?;
+    let total = file.metadata().map(|m| m.len()).unwrap_or(0);
+    let mut hasher = Sha256::new();
+    let mut buf = vec![0u8; CHUNK];
+    let mut done = 0u64;
+    progress(0, total);
+    loop {
+        let n = file.read(&mut buf).map_err(|e| io("read", path, e))?;
+        if n == 0 {
+            break;
+        }
+        hasher.update(&buf[..n]);
+        done += n as u64;
+        progress(done, total);
+    }
+    Ok(hex(&hasher.finalize()))
+}
+
+/// Copy `source` to `partial`, hashing what is read, and flush it to the disk.
+fn copy_and_hash(
+    source: &Path,
+    partial: &Path,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<String> {
+    let mut input = std::fs::File::open(source).map_err(|e| io("read", source, e))?;
+    let total = input.metadata().map(|m| m.len()).unwrap_or(0);
+    let mut output = std::fs::File::create(partial).map_err(|e| io("write", partial, e))?;
+    let mut hasher = Sha256::new();
+    let mut buf = vec![0u8; CHUNK];
+    let mut done = 0u64;
+    progress(0, total);
+    loop {
+        let n = input.read(&mut buf).map_err(|e| io("read", source, e))?;
+        if n == 0 {
+            break;
+        }
+        hasher.update(&buf[..n]);
+        output
+            .write_all(&buf[..n])
+            .map_err(|e| io("write", partial, e))?;
+        done += n as u64;
+        progress(done, total);
+    }
+    output.sync_all().map_err(|e| io("write", partial, e))?;
+    Ok(hex(&hasher.finalize()))
+}
+
+/// `name` in `dir`, or `stem-<sha prefix>.ext` when a different file has that name already.
+fn free_name(dir: &Path, name: &str, sha256: &str) -> PathBuf {
+    let plain = dir.join(name);
+    if !plain.exists() {
+        return plain;
+    }
+    let p = Path::new(name);
+    let stem = p
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let ext = p
+        .extension()
+        .map(|e| format!(".{}", e.to_string_lossy()))
+        .unwrap_or_default();
+    dir.join(format!("{stem}-{}{ext}", &sha256[..12]))
+}
+
+fn same_file(a: &Path, b: &Path) -> bool {
+    match (a.canonicalize(), b.canonicalize()) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => false,
+    }
+}
+
+/// Make a rename durable (the directory entry); best effort where directories cannot be
+/// opened.
+fn sync_dir(dir: &Path) {
+    if let Ok(d) = std::fs::File::open(dir) {
+        let _ = d.sync_all();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_typed_sha256_is_checked_and_lowercased() {
+        let upper = "A".repeat(64);
+        assert_eq!(parse_sha256(&upper).unwrap(), "a".repeat(64));
+        assert!(matches!(parse_sha256("abc"), Err(Error::BadSha256(_))));
+        assert!(matches!(
+            parse_sha256(&"g".repeat(64)),
+            Err(Error::BadSha256(_))
+        ));
+    }
+
+    #[test]
+    fn a_taken_name_gets_the_fingerprint() {
+        let dir = tempfile::tempdir().unwrap();
+        let sha = "0123456789abcdef".repeat(4);
+        assert_eq!(
+            free_name(dir.path(), "m.gguf", &sha),
+            dir.path().join("m.gguf")
+        );
+        std::fs::write(dir.path().join("m.gguf"), b"x").unwrap();
+        assert_eq!(
+            free_name(dir.path(), "m.gguf", &sha),
+            dir.path().join("m-0123456789ab.gguf")
+        );
+    }
+}

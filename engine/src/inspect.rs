@@ -1,0 +1,57 @@
+//! What a model file is, read from its header without loading a weight: what the model
+//! library checks before it keeps a file, and records. The same checks as loading runs up to
+//! the weights — the bounded GGUF parser, the architecture description (a family or layout
+//! we do not run is refused here, by name), every tensor's bounds, and the tokenizer — so
+//! that a file the library accepts fails later only on its numbers, which the library's
+//! self-check tries.
+
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use crate::arch::Tuning;
+use crate::error::Result;
+use crate::gguf::{ModelFile, keys};
+use crate::tokenizer::GemmaTokenizer;
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ModelFacts {
+    /// `general.name`, else `general.basename` ("Gemma 3 270m"), if the file has either.
+    pub name: Option<String>,
+    /// The GGUF architecture (`gemma3`).
+    pub architecture: String,
+    /// The generation as people name it ("Gemma 3").
+    pub family: String,
+    pub tuning: Tuning,
+    pub parameters: u64,
+    pub quantization: String,
+    pub file_bytes: u64,
+}
+
+/// Check `path` as a model Companion can run, and say what it is.
+pub fn inspect_model(path: &Path) -> Result<ModelFacts> {
+    let file = ModelFile::open(path)?;
+    GemmaTokenizer::from_gguf(&file)?;
+    let arch = file.arch();
+    let basename = file
+        .metadata(keys::BASENAME)
+        .and_then(|v| v.to_string().ok())
+        .map(|s| s.trim().to_string());
+    let name = arch
+        .name
+        .as_deref()
+        .map(str::trim)
+        .map(str::to_string)
+        .or(basename)
+        .filter(|n| !n.is_empty());
+    Ok(ModelFacts {
+        name,
+        architecture: arch.family.as_str().to_string(),
+        family: arch.family.display_name().to_string(),
+        tuning: arch.tuning,
+        parameters: arch.parameter_count(),
+        quantization: file.quantization_label(),
+        file_bytes: file.file_size(),
+    })
+}
