@@ -1,11 +1,12 @@
-// The model panel (#model-panel): what the loaded model is (`model_info`), the GGUF files on this
-// device (`list_models`) with "Use" to switch (`switch_model`, then the loading view), and
-// "Import GGUF…" (`import_model`).
-import { call, errorMessage } from "./api";
+// The model panel (#model-panel): what the loaded model is (`model_info`), the models on this
+// device (`list_models`: the library's versions, then other GGUF files) with "Use" to switch
+// (`switch_model`: a self-check, then the loading view), and "Import GGUF…" (`import_model`,
+// with its progress while the file is hashed and copied).
+import { call, channel, errorMessage } from "./api";
 import { el, required } from "./dom";
 import { formatBytes, formatCount, formatMegabytes, formatMs, formatParameters } from "./format";
 import { closeModal, initModal, openModal } from "./modal";
-import type { ModelFile, ModelView } from "./types";
+import type { ImportProgress, ModelFile, ModelView } from "./types";
 
 export interface ModelPanelHooks {
   /** The engine is reloading with another model. */
@@ -36,6 +37,16 @@ export function modelDetails(model: ModelView): [string, string][] {
   ];
 }
 
+/** "Gemma 3 270m v2" for a model of the library, the file's name for any other. */
+export function modelLabel(file: ModelFile): string {
+  return file.name && file.version !== null ? `${file.name} v${file.version}` : file.fileName;
+}
+
+export function importProgressText(p: ImportProgress): string {
+  const percent = p.total > 0 ? Math.floor((p.done * 100) / p.total) : 100;
+  return `Checking and copying… ${percent}% (${formatMegabytes(p.done)} of ${formatMegabytes(p.total)})`;
+}
+
 export function createModelPanel(hooks: ModelPanelHooks): ModelPanel {
   const panel = required("#model-panel");
   const details = el("dl", { id: "model-details", class: "details" });
@@ -62,14 +73,18 @@ export function createModelPanel(hooks: ModelPanelHooks): ModelPanel {
   );
   initModal(panel);
 
+  // Both lines sit below the list: one clicked far down must still be seen, so a line that
+  // appears is scrolled into view (jsdom, in the unit tests, has no scrollIntoView).
   function say(text: string | null): void {
     message.textContent = text ?? "";
     message.hidden = text === null;
+    if (text !== null) message.scrollIntoView?.({ block: "nearest" });
   }
 
   function problem(text: string | null): void {
     errorLine.textContent = text ?? "";
     errorLine.hidden = text === null;
+    if (text !== null) errorLine.scrollIntoView?.({ block: "nearest" });
   }
 
   function showDetails(model: ModelView | null): void {
@@ -91,11 +106,17 @@ export function createModelPanel(hooks: ModelPanelHooks): ModelPanel {
     return el(
       "li",
       { class: `model-file${file.current ? " current" : ""}`, "data-path": file.path },
-      el("span", { class: "model-name", text: file.fileName, title: file.path }),
+      el(
+        "span",
+        { class: "model-name", title: file.path },
+        el("span", { text: modelLabel(file) }),
+        file.name ? el("span", { class: "model-file-name", text: file.fileName }) : null,
+      ),
+      file.sha256 ? el("span", { class: "model-sha mono", text: file.sha256.slice(0, 12), title: file.sha256 }) : null,
       el("span", { class: "model-size", text: formatMegabytes(file.bytes) }),
       file.current
         ? el("span", { class: "tag", text: "In use" })
-        : el("button", { type: "button", class: "use-model", text: "Use", "aria-label": `Use ${file.fileName}` }),
+        : el("button", { type: "button", class: "use-model", text: "Use", "aria-label": `Use ${modelLabel(file)}` }),
     );
   }
 
@@ -118,11 +139,14 @@ export function createModelPanel(hooks: ModelPanelHooks): ModelPanel {
 
   async function switchTo(path: string): Promise<void> {
     problem(null);
+    say("Checking the model…");
     try {
       await call("switch_model", { path });
+      say(null);
       closeModal(panel);
       hooks.onSwitching();
     } catch (error) {
+      say(null);
       problem(errorMessage(error));
     }
   }
@@ -132,9 +156,10 @@ export function createModelPanel(hooks: ModelPanelHooks): ModelPanel {
     say(null);
     importButton.disabled = true;
     try {
-      const file = await call("import_model");
+      const onProgress = channel<ImportProgress>((p) => say(importProgressText(p)));
+      const file = await call("import_model", { onProgress });
       if (file) {
-        say(`Imported ${file.fileName}. Choose “Use” to switch to it.`);
+        say(`Imported ${modelLabel(file)}. Choose “Use” to switch to it.`);
         showFiles(await call("list_models"));
       }
     } catch (error) {

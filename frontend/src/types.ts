@@ -162,6 +162,16 @@ export interface ModelFile {
   fileName: string;
   bytes: number;
   current: boolean;
+  /** In the model library: its name, version and fingerprint; null for other files. */
+  name: string | null;
+  version: number | null;
+  sha256: string | null;
+}
+
+/** Streamed by import_model while the file is hashed and copied. */
+export interface ImportProgress {
+  done: number;
+  total: number;
 }
 
 export interface StatusView {
@@ -226,8 +236,10 @@ export interface Commands {
   model_info: { args: Record<string, never>; result: ModelView | null };
   list_models: { args: Record<string, never>; result: ModelFile[] };
   /** Opens a native file dialog, checks the GGUF and copies it into the models directory. */
-  import_model: { args: Record<string, never>; result: ModelFile | null };
-  /** path: one of list_models(); the engine reloads (app_state goes to "loading"). */
+  /** Progress streams on `onProgress`; null: the user cancelled the dialog. */
+  import_model: { args: { onProgress: unknown }; result: ModelFile | null };
+  /** path: one of list_models(); it is self-checked first (a failure keeps the model in use,
+   *  code self_check_failed), then the engine reloads (app_state goes to "loading"). */
   switch_model: { args: { path: string }; result: null };
   /** Opens a native file dialog (.txt .md .html .pdf); null when cancelled. */
   summarize_document: { args: { onEvent: unknown }; result: { conversationId: string } | null };

@@ -109,10 +109,17 @@ describe("the app", () => {
         tuningNotice: BASE_NOTICE,
       }),
       list_models: () => [
-        { path: "/m/gemma.gguf", fileName: "gemma.gguf", bytes: 253_113_024, current: true },
-        { path: "/m/other.gguf", fileName: "other.gguf", bytes: 806_000_000, current: false },
+        { path: "/m/gemma.gguf", fileName: "gemma.gguf", bytes: 253_113_024, current: true, name: "Gemma 3 270m", version: 1, sha256: "a5fd3b62230aa5ec" },
+        { path: "/m/gemma-v2.gguf", fileName: "gemma-v2.gguf", bytes: 253_200_000, current: false, name: "Gemma 3 270m", version: 2, sha256: "0123456789abcdef" },
+        { path: "/m/other.gguf", fileName: "other.gguf", bytes: 806_000_000, current: false, name: null, version: null, sha256: null },
       ],
-      switch_model: () => {
+      switch_model: ({ path }) => {
+        if (path === "/m/other.gguf") {
+          throw {
+            code: "self_check_failed",
+            message: "other.gguf failed its self-check, so Gemma 3 270m v1 stays in use: its output is not a number.",
+          };
+        }
         appStates = [{ phase: "loading", stage: "Loading the model", error: null, notices: [] }, ready];
         return null;
       },
@@ -200,12 +207,29 @@ describe("the app", () => {
     expect($("#model-panel").hidden).toBe(true);
   });
 
+  it("lists the library's versions, and a model that fails its self-check is not switched to", async () => {
+    $("#open-model").click();
+    await settle();
+    const rows = [...document.querySelectorAll(".model-file")].map((li) => li.querySelector(".model-name > span")?.textContent);
+    expect(rows).toEqual(["Gemma 3 270m v1", "Gemma 3 270m v2", "other.gguf"]);
+    expect($(".model-file.current .tag").textContent).toBe("In use");
+    expect($('[data-path="/m/gemma-v2.gguf"] .model-sha').textContent).toBe("0123456789ab");
+    $<HTMLButtonElement>('[data-path="/m/other.gguf"] .use-model').click();
+    await settle();
+    expect($("#model-panel").hidden).toBe(false);
+    expect($("#model-panel .panel-error").textContent).toBe(
+      "Other.gguf failed its self-check, so Gemma 3 270m v1 stays in use: its output is not a number. (code: self_check_failed)",
+    );
+    expect(document.body.dataset.phase).toBe("ready");
+    press(document.body, "Escape");
+  });
+
   it("switches the model through the loading view", async () => {
     $("#open-model").click();
     await settle();
     $(".use-model").click();
     await settle();
-    expect(backend.callsOf("switch_model")).toEqual([{ path: "/m/other.gguf" }]);
+    expect(backend.callsOf("switch_model").at(-1)).toEqual({ path: "/m/gemma-v2.gguf" });
     expect($("#model-panel").hidden).toBe(true);
     expect(document.body.dataset.phase).toBe("loading");
     await settle(450);

@@ -470,4 +470,34 @@ async fn engine_settings_and_a_model_switch_reload_and_reopen_the_conversation()
     assert_eq!(state.shared.open().map(|i| i.0), Some(id));
     let saved = settings_cmd::get_settings(state.clone());
     assert_eq!(saved.model_path.as_deref(), Some(copy.as_path()));
+
+    // a model whose header is sound but whose weights are not numbers fails its self-check:
+    // the app stays on the model in use, and says so
+    let mut bytes = std::fs::read(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../tests/fixtures/gemma-family/gemma3-gqa.q8_0.gguf"),
+    )
+    .unwrap();
+    let data = engine::gguf::reader::read(&bytes)
+        .unwrap()
+        .tensor_data_offset as usize;
+    bytes[data..].fill(0xFF);
+    let damaged = state.config.models_dir.join("damaged.gguf");
+    std::fs::write(&damaged, bytes).unwrap();
+    let failed = model::switch_model(
+        t.app.handle().clone(),
+        state.clone(),
+        damaged.display().to_string(),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(failed.code, "self_check_failed");
+    assert!(
+        failed.message.contains("copy-of-gemma.gguf stays in use"),
+        "{}",
+        failed.message
+    );
+    assert_eq!(app::app_state(state.clone()).phase, Phase::Ready);
+    let saved = settings_cmd::get_settings(state.clone());
+    assert_eq!(saved.model_path.as_deref(), Some(copy.as_path()));
 }

@@ -314,6 +314,41 @@ I like museums, small towns, long walks and good food, but I do not like crowds 
 I will travel by train and stay in three places at most. Which three places would you choose, \
 and what would you do on each day?";
 
+/// The model library the app finds at its first launch: two quantizations of one named model
+/// (versions 1 and 2, from the family fixtures) and a copy whose tensor data is all 0xFF
+/// (NaN weights under a sound header: version 3, which imports and fails its self-check).
+struct Library {
+    damaged: PathBuf,
+}
+
+fn library_with_versions(home: &Path) -> Library {
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/gemma-family");
+    let store = memory::Store::open(home.join("companion.db"))
+        .unwrap()
+        .store;
+    let models_dir = home.join("cache/companion/models");
+    let damaged_source = home.join("gemma3-gqa.damaged.gguf");
+    let mut bytes = std::fs::read(fixtures.join("gemma3-gqa.q8_0.gguf")).unwrap();
+    let data = engine::gguf::reader::read(&bytes)
+        .unwrap()
+        .tensor_data_offset as usize;
+    bytes[data..].fill(0xFF);
+    std::fs::write(&damaged_source, bytes).unwrap();
+    let mut damaged = None;
+    for source in [
+        fixtures.join("gemma3-gqa.q4_k_m.gguf"),
+        fixtures.join("gemma3-gqa.q8_0.gguf"),
+        damaged_source,
+    ] {
+        let imported =
+            chat::models::import_model(&store, &models_dir, &source, None, &mut |_, _| {}).unwrap();
+        damaged = Some(PathBuf::from(imported.model.path));
+    }
+    Library {
+        damaged: damaged.unwrap(),
+    }
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn the_app_end_to_end() {
     let home = tempfile::tempdir().unwrap();
@@ -322,6 +357,7 @@ async fn the_app_end_to_end() {
     std::fs::create_dir_all(&settings_dir).unwrap();
     let settings = json!({"settings": {"temperature": 0.0, "maxTokens": 160, "contextSize": 2048}});
     std::fs::write(settings_dir.join("settings.json"), settings.to_string()).unwrap();
+    let library = library_with_versions(home.path());
     let _driver = start_driver(home.path());
 
     // --- first launch
@@ -510,6 +546,56 @@ async fn the_app_end_to_end() {
         "the whole history came back: {messages} messages"
     );
     screenshot(&c, "07-after-restart").await;
+
+    // the model panel: the library's two versions of a model, and a third whose weights are
+    // damaged; switching to it fails its self-check and the model in use stays
+    click(&c, "#open-model").await;
+    wait_for(&c, &shown("#model-panel"), Duration::from_secs(5)).await;
+    wait_for(
+        &c,
+        "document.querySelectorAll('#model-list .model-file').length === 4",
+        Duration::from_secs(10),
+    )
+    .await;
+    let labels = js(
+        &c,
+        "return [...document.querySelectorAll('#model-list .model-name > span:first-child')].map(s => s.textContent)",
+    )
+    .await;
+    assert_eq!(
+        labels,
+        json!([
+            "synthetic gemma3-gqa v1",
+            "synthetic gemma3-gqa v2",
+            "synthetic gemma3-gqa v3",
+            "gemma-3-270m-q4_k_m.gguf"
+        ]),
+        "the library's versions, then the model in use"
+    );
+    js(
+        &c,
+        "document.querySelector('#model-list').lastElementChild.scrollIntoView({block: 'end'})",
+    )
+    .await;
+    screenshot(&c, "10-model-versions").await;
+    click(
+        &c,
+        &format!("[data-path=\"{}\"] .use-model", library.damaged.display()),
+    )
+    .await;
+    wait_for(
+        &c,
+        "document.querySelector('#model-panel .panel-error')?.textContent.includes('stays in use')",
+        Duration::from_secs(30),
+    )
+    .await;
+    screenshot(&c, "11-model-self-check-failed").await;
+    assert_eq!(
+        js(&c, "return document.body.dataset.phase").await,
+        json!("ready"),
+        "the model in use is still loaded"
+    );
+    click(&c, "#model-panel .close").await;
 
     // the iPhone layout: at 360 px wide nothing overflows and the sidebar is a slide-over
     c.set_window_size(360, 740).await.unwrap();

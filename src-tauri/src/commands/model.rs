@@ -1,9 +1,12 @@
-//! The model panel: what is loaded, the models on this device, importing a GGUF (picked in a
-//! native dialog, checked, copied into the models directory) and switching to another.
+//! The model panel: what is loaded, the models on this device (the model library's versions
+//! first), importing a GGUF (picked in a native dialog, checked, hashed with progress, copied
+//! into the library) and switching to another after its self-check.
 
 use std::path::{Path, PathBuf};
 
+use memory::ModelRecord;
 use serde::Serialize;
+use tauri::ipc::Channel;
 use tauri::{AppHandle, Runtime, State};
 use tauri_plugin_dialog::DialogExt;
 
@@ -45,6 +48,12 @@ pub struct ModelFileView {
     pub file_name: String,
     pub bytes: u64,
     pub current: bool,
+    /// In the model library: its name and version ("Gemma 3 270m", 2) and fingerprint.
+    /// `None` for a file the library does not know (the fetched default model, a file put in
+    /// the models directory by hand).
+    pub name: Option<String>,
+    pub version: Option<i64>,
+    pub sha256: Option<String>,
 }
 
 fn file_name(path: &Path) -> String {
@@ -92,9 +101,20 @@ pub async fn model_info(state: State<'_, AppState>) -> Result<Option<ModelView>>
     }))
 }
 
-/// The GGUF files in the models directory, and the model in use wherever it is.
-pub fn models(models_dir: &Path, current: &Path) -> Vec<ModelFileView> {
-    let mut out: Vec<ModelFileView> = std::fs::read_dir(models_dir)
+/// The models of the library (by name, then version; those whose file is gone left out),
+/// then the other GGUF files in the models directory, and the model in use wherever it is.
+pub fn models(models_dir: &Path, current: &Path, library: &[ModelRecord]) -> Vec<ModelFileView> {
+    let mut out: Vec<ModelFileView> = library
+        .iter()
+        .filter(|m| Path::new(&m.path).is_file())
+        .map(|m| ModelFileView {
+            name: Some(m.name.clone()),
+            version: Some(m.version),
+            sha256: Some(m.sha256.clone()),
+            ..view(Path::new(&m.path), current)
+        })
+        .collect();
+    let mut others: Vec<ModelFileView> = std::fs::read_dir(models_dir)
         .into_iter()
         .flatten()
         .flatten()
@@ -103,13 +123,15 @@ pub fn models(models_dir: &Path, current: &Path) -> Vec<ModelFileView> {
             p.extension()
                 .is_some_and(|x| x.eq_ignore_ascii_case("gguf"))
                 && p.is_file()
+                && !out.iter().any(|m| same_file(Path::new(&m.path), p))
         })
         .map(|p| view(&p, current))
         .collect();
+    others.sort_by(|a, b| a.file_name.cmp(&b.file_name));
+    out.extend(others);
     if !out.iter().any(|m| m.current) && current.is_file() {
         out.push(view(current, current));
     }
-    out.sort_by(|a, b| a.file_name.cmp(&b.file_name));
     out
 }
 
@@ -119,6 +141,9 @@ fn view(path: &Path, current: &Path) -> ModelFileView {
         file_name: file_name(path),
         bytes: std::fs::metadata(path).map(|m| m.len()).unwrap_or(0),
         current: same_file(path, current),
+        name: None,
+        version: None,
+        sha256: None,
     }
 }
 
@@ -129,20 +154,36 @@ fn same_file(a: &Path, b: &Path) -> bool {
     }
 }
 
+/// The library's models, or none when the database cannot be read (the files are still
+/// listed from the models directory).
+fn library(state: &AppState) -> Vec<ModelRecord> {
+    state.with_store(|s| Ok(s.models()?)).unwrap_or_default()
+}
+
 #[tauri::command]
 pub async fn list_models(state: State<'_, AppState>) -> Result<Vec<ModelFileView>> {
     Ok(models(
         &state.config.models_dir,
         &state.settings().model_path(),
+        &library(&state),
     ))
 }
 
+/// How far an import is: streamed on `on_progress` while the file is hashed and copied.
+#[derive(Debug, Clone, Copy, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ImportProgress {
+    pub done: u64,
+    pub total: u64,
+}
+
 /// Pick a GGUF in a native dialog, check that Companion can run it, and copy it into the
-/// models directory. `None`: the user cancelled.
+/// model library, reporting progress. `None`: the user cancelled.
 #[tauri::command]
 pub async fn import_model<R: Runtime>(
     app: AppHandle<R>,
     state: State<'_, AppState>,
+    on_progress: Channel<ImportProgress>,
 ) -> Result<Option<ModelFileView>> {
     let (tx, rx) = tokio::sync::oneshot::channel();
     app.dialog()
@@ -161,63 +202,60 @@ pub async fn import_model<R: Runtime>(
         )
     })?;
     let models_dir = state.config.models_dir.clone();
+    let database = state.config.database.clone();
     let current = state.settings().model_path();
-    let imported = tauri::async_runtime::spawn_blocking(move || import_file(&source, &models_dir))
-        .await
-        .map_err(|e| {
-            AppError::new(
-                "import",
-                format!("The import stopped unexpectedly ({e}); try again."),
-            )
-        })??;
-    Ok(Some(view(&imported, &current)))
-}
-
-/// Check `source` as a Gemma GGUF and copy it into `models_dir` (through a temporary file, so
-/// a full disk never leaves half a model under a model's name).
-pub fn import_file(source: &Path, models_dir: &Path) -> Result<PathBuf> {
-    engine::gguf::ModelFile::open(source).map_err(|e| {
-        AppError::new(
-            e.code(),
-            format!(
-                "{} Pick a Gemma GGUF file.",
-                crate::error::sentence(&e.to_string())
-            ),
-        )
-    })?;
-    let name = source
-        .file_name()
-        .ok_or_else(|| AppError::new("import", "Pick a file, not a folder."))?;
-    let target = models_dir.join(name);
-    if same_file(source, &target) {
-        return Ok(target);
-    }
-    let size = std::fs::metadata(source).map(|m| m.len()).unwrap_or(0);
-    if std::fs::metadata(&target).is_ok_and(|m| m.len() == size) {
-        return Ok(target);
-    }
-    let fail = |what: &str, e: std::io::Error| {
+    let imported = tauri::async_runtime::spawn_blocking(move || {
+        let mut shown = u64::MAX;
+        import_file(&source, &models_dir, &database, &mut |done, total| {
+            let percent = (done * 100).checked_div(total).unwrap_or(100);
+            if percent != shown {
+                shown = percent;
+                let _ = on_progress.send(ImportProgress { done, total });
+            }
+        })
+    })
+    .await
+    .map_err(|e| {
         AppError::new(
             "import",
-            format!(
-                "The model could not be {what} ({e}); check the free disk space and try again."
-            ),
+            format!("The import stopped unexpectedly ({e}); try again."),
         )
-    };
-    std::fs::create_dir_all(models_dir).map_err(|e| fail("stored", e))?;
-    let partial = models_dir.join(format!(".{}.partial", name.to_string_lossy()));
-    let copied = std::fs::copy(source, &partial).and_then(|_| {
-        std::fs::File::open(&partial)?.sync_all()?;
-        std::fs::rename(&partial, &target)
-    });
-    if let Err(e) = copied {
-        let _ = std::fs::remove_file(&partial);
-        return Err(fail("copied", e));
-    }
-    Ok(target)
+    })??;
+    Ok(Some(ModelFileView {
+        name: Some(imported.name.clone()),
+        version: Some(imported.version),
+        sha256: Some(imported.sha256.clone()),
+        ..view(Path::new(&imported.path), &current)
+    }))
 }
 
-/// Use the model at `path` (one that `list_models` gives); the engine reloads.
+/// Check `source` as a Gemma GGUF and keep it in the library of `database`, copied into
+/// `models_dir` (chat::models: through a temporary file, hashed, nothing left on failure).
+pub fn import_file(
+    source: &Path,
+    models_dir: &Path,
+    database: &Path,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<ModelRecord> {
+    let store = memory::Store::open(database)?.store;
+    let imported = chat::models::import_model(&store, models_dir, source, None, progress).map_err(
+        |e| match e {
+            chat::Error::Engine(e) => AppError::new(
+                e.code(),
+                format!(
+                    "{} Pick a Gemma GGUF file.",
+                    crate::error::sentence(&e.to_string())
+                ),
+            ),
+            e => e.into(),
+        },
+    )?;
+    Ok(imported.model)
+}
+
+/// Use the model at `path` (one that `list_models` gives): it is loaded in an engine of its
+/// own and checked first (chat::models::self_check); only then does the app switch to it and
+/// the engine reload. When the check fails the model in use stays, and the error says why.
 #[tauri::command]
 pub async fn switch_model<R: Runtime>(
     app: AppHandle<R>,
@@ -226,12 +264,52 @@ pub async fn switch_model<R: Runtime>(
 ) -> Result<()> {
     let path = PathBuf::from(path);
     let settings = state.settings();
-    let known = models(&state.config.models_dir, &settings.model_path());
-    if !known.iter().any(|m| same_file(Path::new(&m.path), &path)) {
+    let library = library(&state);
+    let known = models(&state.config.models_dir, &settings.model_path(), &library);
+    let Some(target) = known
+        .iter()
+        .find(|m| same_file(Path::new(&m.path), &path))
+        .cloned()
+    else {
         return Err(AppError::new(
             "unknown_model",
             "That model is not in the models directory; import it first.",
         ));
+    };
+    let label = |m: &ModelFileView| match (&m.name, m.version) {
+        (Some(name), Some(v)) => format!("{name} v{v}"),
+        _ => m.file_name.clone(),
+    };
+    let kept = known
+        .iter()
+        .find(|m| m.current)
+        .map(label)
+        .unwrap_or_else(|| "the model in use".into());
+    let config = engine::EngineConfig {
+        model_path: path.clone(),
+        device: settings.device,
+        // the check reads a few tokens
+        context: 256,
+        ..engine::EngineConfig::default()
+    };
+    let checked = tauri::async_runtime::spawn_blocking(move || chat::models::self_check(config))
+        .await
+        .map_err(|e| AppError::new("self_check_failed", format!("The check stopped ({e}).")))?;
+    if let Err(e) = checked {
+        return Err(AppError::new(
+            "self_check_failed",
+            crate::error::sentence(&format!(
+                "{} failed its self-check, so {kept} stays in use: {e}",
+                label(&target)
+            )),
+        ));
+    }
+    if let Some(record) = library
+        .iter()
+        .find(|m| same_file(Path::new(&m.path), &path))
+    {
+        let id = record.id;
+        state.with_store(|s| Ok(s.set_model_in_use(id).map(|_| ())?))?;
     }
     let mut next = settings;
     next.model_path = Some(path);
@@ -243,13 +321,19 @@ pub async fn switch_model<R: Runtime>(
 mod tests {
     use super::*;
 
+    fn fixture(name: &str) -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../tests/fixtures/gemma-family")
+            .join(name)
+    }
+
     #[test]
     fn a_file_that_is_not_a_model_is_refused_and_nothing_is_copied() {
         let dir = tempfile::tempdir().unwrap();
         let bad = dir.path().join("notes.gguf");
         std::fs::write(&bad, b"not a gguf at all").unwrap();
         let models = dir.path().join("models");
-        let e = import_file(&bad, &models).unwrap_err();
+        let e = import_file(&bad, &models, &dir.path().join("c.db"), &mut |_, _| {}).unwrap_err();
         assert!(
             e.message.ends_with("Pick a Gemma GGUF file."),
             "{}",
@@ -257,9 +341,57 @@ mod tests {
         );
         assert!(!models.exists());
         assert_eq!(
-            super::models(&models, &bad).len(),
+            super::models(&models, &bad, &[]).len(),
             1,
             "the current model is listed"
         );
+    }
+
+    #[test]
+    fn two_versions_of_a_model_are_listed_with_the_model_in_use() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("c.db");
+        let models_dir = dir.path().join("models");
+        let mut last = (0, 0);
+        let v1 = import_file(
+            &fixture("gemma3-gqa.q4_k_m.gguf"),
+            &models_dir,
+            &db,
+            &mut |d, t| last = (d, t),
+        )
+        .unwrap();
+        assert_eq!(last.0, last.1, "progress reaches the end");
+        let v2 = import_file(
+            &fixture("gemma3-gqa.q8_0.gguf"),
+            &models_dir,
+            &db,
+            &mut |_, _| {},
+        )
+        .unwrap();
+        assert_eq!((v1.version, v2.version), (1, 2));
+        // a file the library does not know, and the model in use outside the directory
+        std::fs::copy(
+            fixture("gemma1-mqa.q8_0.gguf"),
+            models_dir.join("by-hand.gguf"),
+        )
+        .unwrap();
+        let elsewhere = fixture("gemma2-softcap.q8_0.gguf");
+        let library = memory::Store::open(&db).unwrap().store.models().unwrap();
+        let list = super::models(&models_dir, &elsewhere, &library);
+        let rows: Vec<(Option<i64>, &str, bool)> = list
+            .iter()
+            .map(|m| (m.version, m.file_name.as_str(), m.current))
+            .collect();
+        assert_eq!(
+            rows,
+            [
+                (Some(1), "gemma3-gqa.q4_k_m.gguf", false),
+                (Some(2), "gemma3-gqa.q8_0.gguf", false),
+                (None, "by-hand.gguf", false),
+                (None, "gemma2-softcap.q8_0.gguf", true),
+            ]
+        );
+        assert_eq!(list[1].name.as_deref(), Some("synthetic gemma3-gqa"));
+        assert_eq!(list[1].sha256.as_deref(), Some(v2.sha256.as_str()));
     }
 }
