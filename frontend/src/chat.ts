@@ -14,12 +14,15 @@ import {
 } from "./chat-stream";
 import { handleCodeCopy } from "./clipboard";
 import { debounce } from "./debounce";
-import { required } from "./dom";
+import { el, required } from "./dom";
 import { renderMarkdown } from "./markdown";
 import { emptyChatNode, failureNode, messageNode, paintStreaming, streamingNode } from "./message-view";
 import type { ChatEvent, ConversationItem, MessageView, OpenedConversation, ThermalNotice } from "./types";
 
 export const DRAFT_DEBOUNCE_MS = 150;
+/** Shown above a conversation that was held with another model (Resume `otherModel`). */
+export const OTHER_MODEL_NOTICE =
+  "This conversation was held with another model. Its history was read again on the model in use now, which writes the replies from here on.";
 /** The streaming bubble is re-rendered at most this often. */
 export const STREAM_PAINT_MS = 50;
 const HIGHLIGHT_MS = 2000;
@@ -68,6 +71,8 @@ export function createChat(hooks: ChatHooks): ChatView {
 
   let state: ChatState = emptyChat;
   let modelNotice: string | null = null;
+  /** Set when the open conversation was held with another model, until a reply is made. */
+  let otherModel = false;
   let conversation: ConversationItem | null = null;
   let stream: Stream | null = null;
   let sending = false;
@@ -107,6 +112,7 @@ export function createChat(hooks: ChatHooks): ChatView {
     if (!state.messages.length && !state.streaming && !state.failure) {
       nodes.push(emptyChatNode(conversation !== null, modelNotice));
     }
+    if (otherModel) nodes.push(el("p", { class: "model-notice other-model", role: "note", text: OTHER_MODEL_NOTICE }));
     for (const message of state.messages) {
       nodes.push(
         messageNode(message, {
@@ -157,6 +163,8 @@ export function createChat(hooks: ChatHooks): ChatView {
 
   function finish(s: Stream, reply: MessageView | null): void {
     s.settled = true;
+    // a reply made on this model: the conversation is held with it now
+    if (reply) otherModel = false;
     if (stream === s) stream = null;
     setStreamingUi(false);
     render();
@@ -234,6 +242,7 @@ export function createChat(hooks: ChatHooks): ChatView {
 
   function load(opened: OpenedConversation): void {
     conversation = opened.conversation;
+    otherModel = opened.resume.kind === "otherModel";
     state = chatWithMessages(opened.messages);
     editing = null;
     htmlCache.clear();

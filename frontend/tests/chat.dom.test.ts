@@ -11,7 +11,7 @@ vi.mock("@tauri-apps/api/core", async () => {
 
 import { invoke } from "@tauri-apps/api/core";
 import { initBanners } from "../src/banner";
-import { createChat, type ChatHooks, type ChatView } from "../src/chat";
+import { createChat, OTHER_MODEL_NOTICE, type ChatHooks, type ChatView } from "../src/chat";
 import type { ChatEvent, ConversationItem, MessageView, OpenedConversation } from "../src/types";
 
 const invokeMock = vi.mocked(invoke) as unknown as ReturnType<typeof vi.fn>;
@@ -253,5 +253,28 @@ describe("chat", () => {
     await chat.open("other");
     expect(document.querySelector(".chat-empty")).toBeNull();
     expect(document.querySelector(".model-notice")).toBeNull();
+  });
+
+  it("a conversation held with another model says so until a reply is made on this one", async () => {
+    backend = fakeBackend(invokeMock, {
+      open_conversation: ({ id }) => ({
+        ...opened([msg(1, "user", "first"), msg(2, "assistant", "one")], id),
+        resume: id === "moved" ? { kind: "otherModel", tokens: 40 } : { kind: "snapshot", tokens: 40 },
+      }),
+      send_message: streaming(pending) as never,
+      set_draft: () => null,
+    });
+    await chat.open("moved");
+    expect($(".other-model").textContent).toBe(OTHER_MODEL_NOTICE);
+    typeInto($<HTMLTextAreaElement>("#composer"), "And now?");
+    const sent = chat.send();
+    await settle();
+    pending[0].resolve(msg(4, "assistant", "a reply from this model"));
+    await sent;
+    expect(document.querySelector(".other-model")).toBeNull();
+    await chat.open("moved", true);
+    expect(document.querySelector(".other-model")).not.toBeNull();
+    await chat.open("stayed");
+    expect(document.querySelector(".other-model")).toBeNull();
   });
 });
