@@ -231,10 +231,13 @@ impl ConversationManager {
         on_event: &mut dyn FnMut(TurnEvent<'_>),
     ) -> Result<Turn> {
         let id = self.open.clone().ok_or(Error::NoConversation)?;
-        // from this turn on the conversation is held with this model
+        // from this turn on the conversation is held with this model (a read, not a synced
+        // write, on every turn after the first)
         let model_sha256 = self.snapshot_key()?.model_sha256;
-        self.store
-            .set_conversation_model_sha256(&id, &model_sha256)?;
+        if self.store.conversation_model_sha256(&id)?.as_deref() != Some(model_sha256.as_str()) {
+            self.store
+                .set_conversation_model_sha256(&id, &model_sha256)?;
+        }
         let user = self.store.append_message(
             &id,
             &NewMessage::complete(Role::User, text, Some(self.count_tokens(text)? as i64)),

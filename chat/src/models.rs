@@ -110,7 +110,8 @@ pub fn import_model(
             found: sha256,
         });
     }
-    if let Some(existing) = store.models()?.into_iter().find(|m| m.sha256 == sha256) {
+    let known = store.models()?;
+    if let Some(existing) = known.iter().find(|m| m.sha256 == sha256).cloned() {
         discard(&partial);
         return Ok(Imported {
             model: existing,
@@ -131,8 +132,7 @@ pub fn import_model(
         }
     };
     let target_abs = target.canonicalize().unwrap_or_else(|_| target.clone());
-    let older = store
-        .models()?
+    let older = known
         .into_iter()
         .filter(|m| m.name == name)
         .max_by_key(|m| m.version);
@@ -314,22 +314,7 @@ fn io(action: &'static str, path: &Path, source: std::io::Error) -> Error {
 }
 
 fn hash_file(path: &Path, progress: &mut dyn FnMut(u64, u64)) -> Result<String> {
-    let mut file = std::fs::File::open(path).map_err(|e| io("read", path, e))?;
-    let total = file.metadata().map(|m| m.len()).unwrap_or(0);
-    let mut hasher = Sha256::new();
-    let mut buf = vec![0u8; CHUNK];
-    let mut done = 0u64;
-    progress(0, total);
-    loop {
-        let n = file.read(&mut buf).map_err(|e| io("read", path, e))?;
-        if n == 0 {
-            break;
-        }
-        hasher.update(&buf[..n]);
-        done += n as u64;
-        progress(done, total);
-    }
-    Ok(hex(&hasher.finalize()))
+    hash_and_copy(path, None, progress)
 }
 
 /// Copy `source` to `partial`, hashing what is read, and flush it to the disk.
@@ -338,9 +323,25 @@ fn copy_and_hash(
     partial: &Path,
     progress: &mut dyn FnMut(u64, u64),
 ) -> Result<String> {
+    hash_and_copy(source, Some(partial), progress)
+}
+
+/// The sha256 of `source`, read once; with `copy_to`, the bytes are written there too and
+/// flushed to the disk.
+fn hash_and_copy(
+    source: &Path,
+    copy_to: Option<&Path>,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<String> {
     let mut input = std::fs::File::open(source).map_err(|e| io("read", source, e))?;
     let total = input.metadata().map(|m| m.len()).unwrap_or(0);
-    let mut output = std::fs::File::create(partial).map_err(|e| io("write", partial, e))?;
+    let mut output = copy_to
+        .map(|p| {
+            std::fs::File::create(p)
+                .map(|f| (f, p))
+                .map_err(|e| io("write", p, e))
+        })
+        .transpose()?;
     let mut hasher = Sha256::new();
     let mut buf = vec![0u8; CHUNK];
     let mut done = 0u64;
@@ -351,13 +352,16 @@ fn copy_and_hash(
             break;
         }
         hasher.update(&buf[..n]);
-        output
-            .write_all(&buf[..n])
-            .map_err(|e| io("write", partial, e))?;
+        if let Some((file, path)) = output.as_mut() {
+            file.write_all(&buf[..n])
+                .map_err(|e| io("write", path, e))?;
+        }
         done += n as u64;
         progress(done, total);
     }
-    output.sync_all().map_err(|e| io("write", partial, e))?;
+    if let Some((file, path)) = output {
+        file.sync_all().map_err(|e| io("write", path, e))?;
+    }
     Ok(hex(&hasher.finalize()))
 }
 
