@@ -4,6 +4,8 @@
 //! the engine tokenizes as text, without parsing special tokens, so a file containing
 //! `<end_of_turn>` or a tool-call marker cannot forge a turn or a call.
 
+use std::borrow::Cow;
+
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -11,9 +13,10 @@ use serde_json::Value;
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Tool {
-    pub name: &'static str,
+    /// Borrowed for the built-in tools; owned for tools a client of the local API declares.
+    pub name: Cow<'static, str>,
     /// One line: what the tool does, for the model and the user.
-    pub description: &'static str,
+    pub description: Cow<'static, str>,
     /// JSON Schema (draft 2020-12 subset) of the arguments object.
     pub parameters: Value,
     /// Changes something (a note, a reminder, a file): asked first, every time unless the

@@ -85,30 +85,30 @@ impl Toolbox<'_> {
             .tool(&call.name)
             .ok_or_else(|| Error::UnknownTool(call.name.clone()))?;
         crate::schema::validate(&tool.parameters, &call.arguments)
-            .map_err(|problem| Error::invalid(tool.name, problem))?;
+            .map_err(|problem| Error::invalid(&tool.name, problem))?;
         if tool.writes {
             self.approve(&tool, call, &cx.conversation)?;
         }
-        crate::tools::run(self, tool.name, &call.arguments, cx)
+        crate::tools::run(self, &tool.name, &call.arguments, cx)
     }
 
     /// Ask before a write, unless the user already said yes for this tool in this
     /// conversation.
     fn approve(&self, tool: &Tool, call: &ToolCall, conversation: &ConversationKey) -> Result<()> {
-        let action = crate::tools::describe_write(tool.name, &call.arguments)?;
-        if self.remembered.covers(conversation, tool.name) {
+        let action = crate::tools::describe_write(&tool.name, &call.arguments)?;
+        if self.remembered.covers(conversation, &tool.name) {
             return Ok(());
         }
         let request = ApprovalRequest {
             conversation,
-            tool: tool.name,
+            tool: &tool.name,
             arguments: &call.arguments,
             action,
         };
         match self.approval.ask(&request) {
             ApprovalAnswer::Yes => Ok(()),
             ApprovalAnswer::YesForConversation => {
-                self.remembered.remember(conversation, tool.name);
+                self.remembered.remember(conversation, &tool.name);
                 Ok(())
             }
             ApprovalAnswer::No => Err(Error::Denied {

@@ -9,6 +9,10 @@
 //! grammar is written out here from the same schema subset ([`crate::schema`]): the types,
 //! required keys, enums and string lengths are in the grammar; number bounds are checked
 //! again after parsing, as every call is.
+//!
+//! Rules are named by position (`c_0`, `v_0_p1`), never by a tool's or a property's name:
+//! tools a client of the local API declares may be called `getWeather` or `file-search`,
+//! which are not Lark rule names; names appear only inside string literals.
 
 use serde_json::{Value, json};
 
@@ -31,13 +35,13 @@ pub fn call_grammar(format: CallFormat, tools: &[Tool]) -> String {
 
 fn fenced_grammar(tools: &[Tool]) -> String {
     let mut g = String::new();
-    let alternatives: Vec<String> = tools.iter().map(|t| format!("c_{}", t.name)).collect();
+    let alternatives: Vec<String> = (0..tools.len()).map(|i| format!("c_{i}")).collect();
     g.push_str(&format!(
         "start: \"\\n\" call {}\ncall: {}\n",
         lit(fenced::CLOSER),
         alternatives.join(" | ")
     ));
-    for tool in tools {
+    for (i, tool) in tools.iter().enumerate() {
         let mut schema = tool.parameters.clone();
         if let Some(map) = schema.as_object_mut() {
             // one spelling of the JSON, the one the declarations and the docs' example use
@@ -47,8 +51,7 @@ fn fenced_grammar(tools: &[Tool]) -> String {
             );
         }
         g.push_str(&format!(
-            "c_{name}: {head} a_{name} \"}}\"\na_{name}: %json {schema}\n",
-            name = tool.name,
+            "c_{i}: {head} a_{i} \"}}\"\na_{i}: %json {schema}\n",
             head = lit(&format!("{{\"name\": \"{}\", \"parameters\": ", tool.name)),
         ));
     }
@@ -59,17 +62,16 @@ const QUOTE: &str = "<|\"|>";
 
 fn gemma4_grammar(tools: &[Tool]) -> String {
     let mut g = String::new();
-    let alternatives: Vec<String> = tools.iter().map(|t| format!("c_{}", t.name)).collect();
+    let alternatives: Vec<String> = (0..tools.len()).map(|i| format!("c_{i}")).collect();
     g.push_str(&format!(
         "start: call <tool_call|>\ncall: {}\n",
         alternatives.join(" | ")
     ));
     let mut rules = Vec::new();
-    for tool in tools {
-        let body = gemma4_value(&tool.parameters, &format!("v_{}", tool.name), &mut rules);
+    for (i, tool) in tools.iter().enumerate() {
+        let body = gemma4_value(&tool.parameters, &format!("v_{i}"), &mut rules);
         g.push_str(&format!(
-            "c_{}: {} {}\n",
-            tool.name,
+            "c_{i}: {} {}\n",
             lit(&format!("call:{}", tool.name)),
             body
         ));
@@ -142,7 +144,7 @@ fn gemma4_object(schema: &Value, at: &str, rules: &mut Vec<String>) -> String {
         .unwrap_or_default();
     let n = props.len();
     for (i, (key, sub)) in props.iter().enumerate() {
-        let value = gemma4_value(sub, &format!("{at}_{key}"), rules);
+        let value = gemma4_value(sub, &format!("{at}_p{i}"), rules);
         let pair = format!("{} {value}", lit(&format!("{key}:")));
         let (f_next, t_next) = if i + 1 == n {
             (String::new(), String::new())

@@ -143,7 +143,7 @@ pub fn parse_call(format: CallFormat, tools: &[Tool], body: &str) -> Result<Tool
         CallFormat::Gemma4 => gemma4::parse(body)?,
     };
     let Some(tool) = tools.iter().find(|t| t.name == call.name) else {
-        let names: Vec<&str> = tools.iter().map(|t| t.name).collect();
+        let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
         return Err(format!(
             "there is no tool named `{}` (the tools are {})",
             call.name,

@@ -10,6 +10,7 @@ mod read;
 mod search;
 mod utility;
 
+use std::borrow::Cow;
 use serde_json::{Value, json};
 
 use crate::error::Result;
@@ -49,8 +50,8 @@ pub fn declarations(limits: &Limits) -> Vec<Tool> {
     };
     vec![
         Tool {
-            name: "list_folder",
-            description: "List the files and folders in a granted folder; with no path, list the granted folders.",
+            name: Cow::Borrowed("list_folder"),
+            description: Cow::Borrowed("List the files and folders in a granted folder; with no path, list the granted folders."),
             parameters: object(
                 json!({"path": path_argument("a folder: a granted folder's name, optionally followed by /subfolder")}),
                 &[],
@@ -58,8 +59,8 @@ pub fn declarations(limits: &Limits) -> Vec<Tool> {
             writes: false,
         },
         Tool {
-            name: "find_files",
-            description: "Find files and folders whose names contain every word of the query, in the granted folders.",
+            name: Cow::Borrowed("find_files"),
+            description: Cow::Borrowed("Find files and folders whose names contain every word of the query, in the granted folders."),
             parameters: object(
                 json!({"query": query(), "path": path_argument("only look inside this folder")}),
                 &["query"],
@@ -67,8 +68,8 @@ pub fn declarations(limits: &Limits) -> Vec<Tool> {
             writes: false,
         },
         Tool {
-            name: "search_files",
-            description: "Search the text of files in the granted folders for every word of the query; gives file, line and snippet.",
+            name: Cow::Borrowed("search_files"),
+            description: Cow::Borrowed("Search the text of files in the granted folders for every word of the query; gives file, line and snippet."),
             parameters: object(
                 json!({"query": query(), "path": path_argument("only search inside this folder")}),
                 &["query"],
@@ -76,8 +77,8 @@ pub fn declarations(limits: &Limits) -> Vec<Tool> {
             writes: false,
         },
         Tool {
-            name: "read_file",
-            description: "Read the text of a file (.txt, .md, .html, .pdf or other plain text), a piece at a time.",
+            name: Cow::Borrowed("read_file"),
+            description: Cow::Borrowed("Read the text of a file (.txt, .md, .html, .pdf or other plain text), a piece at a time."),
             parameters: object(
                 json!({
                     "path": path_argument("the file, e.g. docs/notes.txt"),
@@ -89,8 +90,8 @@ pub fn declarations(limits: &Limits) -> Vec<Tool> {
             writes: false,
         },
         Tool {
-            name: "summarize_file",
-            description: "Summarize a whole file of any length with the model (slow for long files; progress is shown).",
+            name: Cow::Borrowed("summarize_file"),
+            description: Cow::Borrowed("Summarize a whole file of any length with the model (slow for long files; progress is shown)."),
             parameters: object(
                 json!({"path": path_argument("the file, e.g. docs/report.pdf")}),
                 &["path"],
@@ -98,14 +99,14 @@ pub fn declarations(limits: &Limits) -> Vec<Tool> {
             writes: false,
         },
         Tool {
-            name: "search_conversations",
-            description: "Search earlier conversations with the user for every word of the query.",
+            name: Cow::Borrowed("search_conversations"),
+            description: Cow::Borrowed("Search earlier conversations with the user for every word of the query."),
             parameters: object(json!({"query": query()}), &["query"]),
             writes: false,
         },
         Tool {
-            name: "add_note",
-            description: "Save a note with a title and a text (asks the user first).",
+            name: Cow::Borrowed("add_note"),
+            description: Cow::Borrowed("Save a note with a title and a text (asks the user first)."),
             parameters: object(
                 json!({
                     "title": string("a short title", 1, 200),
@@ -116,20 +117,20 @@ pub fn declarations(limits: &Limits) -> Vec<Tool> {
             writes: true,
         },
         Tool {
-            name: "list_notes",
-            description: "List the saved notes, newest first.",
+            name: Cow::Borrowed("list_notes"),
+            description: Cow::Borrowed("List the saved notes, newest first."),
             parameters: object(json!({}), &[]),
             writes: false,
         },
         Tool {
-            name: "search_notes",
-            description: "Search the saved notes for every word of the query.",
+            name: Cow::Borrowed("search_notes"),
+            description: Cow::Borrowed("Search the saved notes for every word of the query."),
             parameters: object(json!({"query": query()}), &["query"]),
             writes: false,
         },
         Tool {
-            name: "create_reminder",
-            description: "Set a reminder shown when it is due (asks the user first).",
+            name: Cow::Borrowed("create_reminder"),
+            description: Cow::Borrowed("Set a reminder shown when it is due (asks the user first)."),
             parameters: object(
                 json!({
                     "text": string("what to remind the user of", 1, 500),
@@ -140,8 +141,8 @@ pub fn declarations(limits: &Limits) -> Vec<Tool> {
             writes: true,
         },
         Tool {
-            name: "list_reminders",
-            description: "List the reminders that are not done, soonest first.",
+            name: Cow::Borrowed("list_reminders"),
+            description: Cow::Borrowed("List the reminders that are not done, soonest first."),
             parameters: object(
                 json!({"include_done": {"type": "boolean", "description": "also list those marked done"}}),
                 &[],
@@ -149,14 +150,14 @@ pub fn declarations(limits: &Limits) -> Vec<Tool> {
             writes: false,
         },
         Tool {
-            name: "now",
-            description: "The current local date, time, weekday and time zone.",
+            name: Cow::Borrowed("now"),
+            description: Cow::Borrowed("The current local date, time, weekday and time zone."),
             parameters: object(json!({}), &[]),
             writes: false,
         },
         Tool {
-            name: "calculate",
-            description: "Compute an arithmetic expression: + - * / % ^, parentheses, sqrt, round, min, max, pi ….",
+            name: Cow::Borrowed("calculate"),
+            description: Cow::Borrowed("Compute an arithmetic expression: + - * / % ^, parentheses, sqrt, round, min, max, pi …."),
             parameters: object(
                 json!({"expression": string("e.g. (12.5 * 4) / 3", 1, crate::calc::MAX_EXPRESSION_CHARS as u64)}),
                 &["expression"],
