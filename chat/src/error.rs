@@ -81,6 +81,9 @@ pub enum Error {
     /// The tool-call grammar could not be built (a bug: our schemas are checked).
     #[error("the tool-call grammar could not be built: {0}")]
     Grammar(String),
+    /// A local API client asked for something Companion cannot do as asked.
+    #[error("{0}")]
+    InvalidRequest(String),
 }
 
 impl Error {
@@ -96,6 +99,7 @@ impl Error {
             Error::ContextTooSmall { .. } => "context_too_small",
             Error::Cancelled { .. } => "cancelled",
             Error::Grammar(_) => "grammar",
+            Error::InvalidRequest(_) => "invalid_request",
             Error::BadSha256(_) => "invalid_argument",
             Error::Sha256Mismatch { .. } => "sha256_mismatch",
             Error::NotEnoughSpace { .. } => "disk_full",

@@ -8,11 +8,14 @@
 //! - [`models`]: the model library — import (checked, hashed, copied through a temporary
 //!   file), verify, switch with a self-check, remove;
 //! - [`prompt`]: how summaries and messages become the engine's chat prompt;
+//! - [`completion`]: one completion for a program other than the app (the local API), on
+//!   a session of its own, tools and JSON formats under the grammar;
 //! - [`agent_loop`]: the agent loop on the model — constrained tool calls, results in the context;
 //! - [`tools`]: the agent's tools on the store (notes, reminders, search, audit log) and on
 //!   the document job (summarize_file), and the sandbox from the grants the store keeps.
 
 pub mod agent_loop;
+pub mod completion;
 pub mod documents;
 pub mod error;
 pub mod manager;

@@ -1,0 +1,380 @@
+//! Running a completion on a scratch session: plain, under a JSON grammar, or with tools
+//! (free text until a call opens, then the call under the tools' grammar — the agent loop's
+//! first step, [`crate::agent_loop::run`], without running the call).
+
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, Mutex};
+
+use agent::ToolCall;
+use agent::calls::{self, CallFormat, Piece};
+use engine::{EngineHandle, GenerateParams, Generation, SessionId, StopReason, TokenConstraint};
+use serde_json::{Value, json};
+
+use super::request::{ChatRequest, OutputFormat, ToolChoice, invalid};
+use crate::agent_loop::{
+    AgentModel, CallGrammar, EngineModel, Phase, StopAtToken, call_format, encode_pieces,
+};
+use crate::error::{Error, Result};
+
+/// Why a completion ended, as OpenAI's `finish_reason` names them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Finish {
+    /// The model ended its turn, reached a stop string, or its JSON is complete.
+    Stop,
+    /// `max_tokens` or the context ran out.
+    Length,
+    /// The model called a tool.
+    ToolCalls,
+    /// The client went away (or the caller cancelled).
+    Cancelled,
+}
+
+impl Finish {
+    fn of(reason: StopReason) -> Finish {
+        match reason {
+            StopReason::EndOfTurn | StopReason::StopString | StopReason::ConstraintDone => {
+                Finish::Stop
+            }
+            StopReason::MaxTokens | StopReason::ContextFull => Finish::Length,
+            StopReason::Cancelled => Finish::Cancelled,
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Completion {
+    /// The model's text (before the call, when it called a tool).
+    pub text: String,
+    /// At most one call: the call formats write one per step.
+    pub calls: Vec<ToolCall>,
+    pub finish: Finish,
+    pub prompt_tokens: usize,
+    pub completion_tokens: usize,
+}
+
+/// Runs completions on the engine, each on a session of its own.
+pub struct Completer {
+    engine: EngineHandle,
+    /// Built on first use: a token trie of the whole vocabulary, not needed for plain text.
+    grammar: Mutex<Option<Arc<CallGrammar>>>,
+}
+
+/// JSON written one way (`", "` and `": "`, no free whitespace): a small model given free
+/// whitespace can fill its whole budget with newlines.
+fn guidance() -> Value {
+    json!({"whitespace_flexible": false, "item_separator": ", ", "key_separator": ": "})
+}
+
+/// The Lark grammar of a JSON output format.
+fn json_grammar(format: &OutputFormat) -> Option<String> {
+    let mut schema = match format {
+        OutputFormat::Text => return None,
+        OutputFormat::JsonObject => json!({"type": "object"}),
+        OutputFormat::JsonSchema(schema) => schema.clone(),
+    };
+    if let Some(map) = schema.as_object_mut() {
+        map.entry("x-guidance").or_insert_with(guidance);
+    }
+    Some(format!("start: %json {schema}"))
+}
+
+impl Completer {
+    pub fn new(engine: EngineHandle) -> Self {
+        Completer {
+            engine,
+            grammar: Mutex::new(None),
+        }
+    }
+
+    pub fn engine(&self) -> &EngineHandle {
+        &self.engine
+    }
+
+    fn grammar(&self) -> Result<Arc<CallGrammar>> {
+        let mut slot = self.grammar.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(g) = slot.as_ref() {
+            return Ok(g.clone());
+        }
+        let g = Arc::new(CallGrammar::new(self.engine.tokenizer())?);
+        *slot = Some(g.clone());
+        Ok(g)
+    }
+
+    /// A text completion: `prompt` continued as it is (no chat template; `<bos>` first, the
+    /// text tokenized as data).
+    pub fn complete_text(
+        &self,
+        prompt: &str,
+        params: GenerateParams,
+        cancel: &Arc<AtomicBool>,
+        on_text: &mut dyn FnMut(&str),
+    ) -> Result<Completion> {
+        params
+            .sampling
+            .validate()
+            .map_err(|e| invalid(e.to_string()))?;
+        if params.max_tokens == 0 {
+            return Err(invalid("`max_tokens` must be at least 1"));
+        }
+        let session = self.engine.open_session()?;
+        let ids = self.engine.tokenizer().encode(prompt, true)?;
+        self.plain(session.id(), ids, params, None, cancel, on_text)
+    }
+
+    /// A chat completion. Text streams to `on_text` as it is decoded; a call's body does not
+    /// (it arrives whole, in [`Completion::calls`]).
+    pub fn chat(
+        &self,
+        request: &ChatRequest,
+        cancel: &Arc<AtomicBool>,
+        on_text: &mut dyn FnMut(&str),
+    ) -> Result<Completion> {
+        request.check()?;
+        let tokenizer = self.engine.tokenizer().clone();
+        let constraint = match json_grammar(&request.format) {
+            Some(lark) => Some(Box::new(
+                self.grammar()?
+                    .constraint(&lark)
+                    .map_err(|e| invalid(format!("the `response_format` schema: {e}")))?,
+            ) as Box<dyn TokenConstraint>),
+            None => None,
+        };
+        let session = self.engine.open_session()?;
+        let format = call_format(&tokenizer);
+        if !request.calls_possible() {
+            // tools declared under `none`, or their calls and results in the history, need
+            // the agent's transcript; otherwise the plain chat template
+            let prompt = if request.uses_tools() {
+                let pieces = calls::render(format, &request.tools, &request.entries(), true);
+                encode_pieces(&tokenizer, &pieces, true)?
+            } else {
+                tokenizer.encode_chat(&request.chat_messages(), true)?
+            };
+            return self.plain(
+                session.id(),
+                prompt,
+                request.params.clone(),
+                constraint,
+                cancel,
+                on_text,
+            );
+        }
+        let mut pieces = calls::render(format, &request.tools, &request.entries(), true);
+        if request.tool_choice == ToolChoice::Auto {
+            return self.free_then_call(session.id(), format, pieces, request, cancel, on_text);
+        }
+        // `required` or a named tool (`none` was answered above): the opener is in the
+        // prompt, so the call starts with the first token
+        let tools: Vec<agent::Tool> = match &request.tool_choice {
+            ToolChoice::Function(name) => request
+                .tools
+                .iter()
+                .filter(|t| t.name == *name)
+                .cloned()
+                .collect(),
+            _ => request.tools.clone(),
+        };
+        pieces.extend(calls::opener_pieces(format));
+        let prompt = encode_pieces(&tokenizer, &pieces, true)?;
+        let prompt_tokens = prompt.len();
+        let (call, generation) =
+            self.call(session.id(), format, &tools, prompt, request, cancel)?;
+        Ok(Completion {
+            text: String::new(),
+            finish: match &call {
+                Some(_) => Finish::ToolCalls,
+                None => Finish::of(generation.stop_reason),
+            },
+            calls: call.into_iter().collect(),
+            prompt_tokens,
+            completion_tokens: generation.stats.generated_tokens,
+        })
+    }
+
+    fn room(&self, prompt: &[u32], max_tokens: usize) -> Result<usize> {
+        let context = self.engine.info().context;
+        if prompt.len() >= context {
+            return Err(engine::Error::PromptTooLong {
+                tokens: prompt.len(),
+                context,
+            }
+            .into());
+        }
+        Ok(max_tokens.min(context - prompt.len()))
+    }
+
+    fn generate(
+        &self,
+        session: SessionId,
+        prompt: Vec<u32>,
+        params: GenerateParams,
+        constraint: Option<Box<dyn TokenConstraint>>,
+        cancel: &Arc<AtomicBool>,
+        on_text: &mut dyn FnMut(&str),
+    ) -> Result<Generation> {
+        let mut model = EngineModel {
+            engine: self.engine.clone(),
+            session,
+        };
+        model.generate(Phase::Free, prompt, params, constraint, cancel, on_text)
+    }
+
+    fn plain(
+        &self,
+        session: SessionId,
+        prompt: Vec<u32>,
+        mut params: GenerateParams,
+        constraint: Option<Box<dyn TokenConstraint>>,
+        cancel: &Arc<AtomicBool>,
+        on_text: &mut dyn FnMut(&str),
+    ) -> Result<Completion> {
+        params.max_tokens = self.room(&prompt, params.max_tokens)?;
+        let prompt_tokens = prompt.len();
+        let generation = self.generate(session, prompt, params, constraint, cancel, on_text)?;
+        Ok(Completion {
+            text: generation.text,
+            calls: Vec::new(),
+            finish: Finish::of(generation.stop_reason),
+            prompt_tokens,
+            completion_tokens: generation.stats.generated_tokens,
+        })
+    }
+
+    /// Free text until the model opens a call (a stop string at the fence, or Gemma 4's
+    /// opener token), then the call.
+    fn free_then_call(
+        &self,
+        session: SessionId,
+        format: CallFormat,
+        pieces: Vec<Piece>,
+        request: &ChatRequest,
+        cancel: &Arc<AtomicBool>,
+        on_text: &mut dyn FnMut(&str),
+    ) -> Result<Completion> {
+        let tokenizer = self.engine.tokenizer();
+        let prompt = encode_pieces(tokenizer, &pieces, true)?;
+        let prompt_tokens = prompt.len();
+        let opener = calls::call_opener(format);
+        let mut free = request.params.clone();
+        free.max_tokens = self.room(&prompt, free.max_tokens)?;
+        let watch: Option<Box<dyn TokenConstraint>> = match format {
+            CallFormat::FencedJson => {
+                free.stop_strings.push(opener.to_string());
+                None
+            }
+            CallFormat::Gemma4 => tokenizer
+                .vocab()
+                .id_of(opener)
+                .map(|id| Box::new(StopAtToken::new(id, tokenizer.vocab().len())) as _),
+        };
+        let generation = self.generate(session, prompt.clone(), free, watch, cancel, on_text)?;
+        let opened = match format {
+            // a client's own stop string ends the text too: only the opener opens a call
+            CallFormat::FencedJson => {
+                generation.stop_reason == StopReason::StopString
+                    && tokenizer
+                        .decode(&generation.ids)
+                        .is_ok_and(|t| t.contains(opener))
+            }
+            CallFormat::Gemma4 => generation.stop_reason == StopReason::ConstraintDone,
+        };
+        let mut completion_tokens = generation.stats.generated_tokens;
+        if !opened {
+            return Ok(Completion {
+                text: generation.text,
+                calls: Vec::new(),
+                finish: Finish::of(generation.stop_reason),
+                prompt_tokens,
+                completion_tokens,
+            });
+        }
+        let mut call_prompt = prompt;
+        match format {
+            CallFormat::FencedJson => call_prompt.extend(encode_pieces(
+                tokenizer,
+                &[Piece::Text(format!("{}{opener}", generation.text))],
+                false,
+            )?),
+            CallFormat::Gemma4 => call_prompt.extend_from_slice(&generation.ids),
+        }
+        let (call, call_generation) = self.call(
+            session,
+            format,
+            &request.tools,
+            call_prompt,
+            request,
+            cancel,
+        )?;
+        completion_tokens += call_generation.stats.generated_tokens;
+        Ok(Completion {
+            text: generation.text,
+            finish: match &call {
+                Some(_) => Finish::ToolCalls,
+                None => Finish::of(call_generation.stop_reason),
+            },
+            calls: call.into_iter().collect(),
+            prompt_tokens,
+            completion_tokens,
+        })
+    }
+
+    /// A call's body under the grammar of `tools`, parsed and checked against its schema;
+    /// `None` when it was cut short (tokens, context, cancel).
+    fn call(
+        &self,
+        session: SessionId,
+        format: CallFormat,
+        tools: &[agent::Tool],
+        prompt: Vec<u32>,
+        request: &ChatRequest,
+        cancel: &Arc<AtomicBool>,
+    ) -> Result<(Option<ToolCall>, Generation)> {
+        let lark = calls::call_grammar(format, tools);
+        let constraint = self.grammar()?.constraint(&lark)?;
+        let max_tokens = self.room(&prompt, request.params.max_tokens)?;
+        let generation = self.generate(
+            session,
+            prompt,
+            GenerateParams {
+                max_tokens,
+                sampling: request.params.sampling.clone(),
+                stop_strings: Vec::new(),
+                ignore_eos: false,
+            },
+            Some(Box::new(constraint)),
+            cancel,
+            &mut |_| {},
+        )?;
+        if generation.stop_reason != StopReason::ConstraintDone {
+            return Ok((None, generation));
+        }
+        let body = self.engine.tokenizer().decode(&generation.ids)?;
+        let call = calls::parse_call(format, tools, &body).map_err(|problem| {
+            // the grammar admits only valid calls: a refusal here is our bug, said plainly
+            Error::Grammar(format!(
+                "a call the grammar admitted was refused: {problem}"
+            ))
+        })?;
+        Ok((Some(call), generation))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_formats_are_grammars_with_one_spelling() {
+        assert_eq!(json_grammar(&OutputFormat::Text), None);
+        let object = json_grammar(&OutputFormat::JsonObject).unwrap();
+        assert!(object.starts_with("start: %json {"), "{object}");
+        assert!(object.contains("\"type\":\"object\""), "{object}");
+        assert!(object.contains("whitespace_flexible"), "{object}");
+        // a client's own x-guidance is kept
+        let own = json_grammar(&OutputFormat::JsonSchema(
+            json!({"type": "array", "x-guidance": {"whitespace_flexible": true}}),
+        ))
+        .unwrap();
+        assert!(own.contains("\"whitespace_flexible\":true"), "{own}");
+    }
+}
