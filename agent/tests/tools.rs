@@ -29,7 +29,11 @@ fn every_tool_is_declared_with_a_schema() {
             "calculate"
         ]
     );
-    let writes: Vec<&str> = tools.iter().filter(|t| t.writes).map(|t| t.name.as_ref()).collect();
+    let writes: Vec<&str> = tools
+        .iter()
+        .filter(|t| t.writes)
+        .map(|t| t.name.as_ref())
+        .collect();
     assert_eq!(writes, ["add_note", "create_reminder"]);
     for t in &tools {
         assert_eq!(t.parameters["type"], "object", "{}", t.name);

@@ -10,8 +10,8 @@ mod read;
 mod search;
 mod utility;
 
-use std::borrow::Cow;
 use serde_json::{Value, json};
+use std::borrow::Cow;
 
 use crate::error::Result;
 use crate::limits::Limits;
@@ -51,7 +51,9 @@ pub fn declarations(limits: &Limits) -> Vec<Tool> {
     vec![
         Tool {
             name: Cow::Borrowed("list_folder"),
-            description: Cow::Borrowed("List the files and folders in a granted folder; with no path, list the granted folders."),
+            description: Cow::Borrowed(
+                "List the files and folders in a granted folder; with no path, list the granted folders.",
+            ),
             parameters: object(
                 json!({"path": path_argument("a folder: a granted folder's name, optionally followed by /subfolder")}),
                 &[],
@@ -60,7 +62,9 @@ pub fn declarations(limits: &Limits) -> Vec<Tool> {
         },
         Tool {
             name: Cow::Borrowed("find_files"),
-            description: Cow::Borrowed("Find files and folders whose names contain every word of the query, in the granted folders."),
+            description: Cow::Borrowed(
+                "Find files and folders whose names contain every word of the query, in the granted folders.",
+            ),
             parameters: object(
                 json!({"query": query(), "path": path_argument("only look inside this folder")}),
                 &["query"],
@@ -69,7 +73,9 @@ pub fn declarations(limits: &Limits) -> Vec<Tool> {
         },
         Tool {
             name: Cow::Borrowed("search_files"),
-            description: Cow::Borrowed("Search the text of files in the granted folders for every word of the query; gives file, line and snippet."),
+            description: Cow::Borrowed(
+                "Search the text of files in the granted folders for every word of the query; gives file, line and snippet.",
+            ),
             parameters: object(
                 json!({"query": query(), "path": path_argument("only search inside this folder")}),
                 &["query"],
@@ -78,7 +84,9 @@ pub fn declarations(limits: &Limits) -> Vec<Tool> {
         },
         Tool {
             name: Cow::Borrowed("read_file"),
-            description: Cow::Borrowed("Read the text of a file (.txt, .md, .html, .pdf or other plain text), a piece at a time."),
+            description: Cow::Borrowed(
+                "Read the text of a file (.txt, .md, .html, .pdf or other plain text), a piece at a time.",
+            ),
             parameters: object(
                 json!({
                     "path": path_argument("the file, e.g. docs/notes.txt"),
@@ -91,7 +99,9 @@ pub fn declarations(limits: &Limits) -> Vec<Tool> {
         },
         Tool {
             name: Cow::Borrowed("summarize_file"),
-            description: Cow::Borrowed("Summarize a whole file of any length with the model (slow for long files; progress is shown)."),
+            description: Cow::Borrowed(
+                "Summarize a whole file of any length with the model (slow for long files; progress is shown).",
+            ),
             parameters: object(
                 json!({"path": path_argument("the file, e.g. docs/report.pdf")}),
                 &["path"],
@@ -100,13 +110,17 @@ pub fn declarations(limits: &Limits) -> Vec<Tool> {
         },
         Tool {
             name: Cow::Borrowed("search_conversations"),
-            description: Cow::Borrowed("Search earlier conversations with the user for every word of the query."),
+            description: Cow::Borrowed(
+                "Search earlier conversations with the user for every word of the query.",
+            ),
             parameters: object(json!({"query": query()}), &["query"]),
             writes: false,
         },
         Tool {
             name: Cow::Borrowed("add_note"),
-            description: Cow::Borrowed("Save a note with a title and a text (asks the user first)."),
+            description: Cow::Borrowed(
+                "Save a note with a title and a text (asks the user first).",
+            ),
             parameters: object(
                 json!({
                     "title": string("a short title", 1, 200),
@@ -130,7 +144,9 @@ pub fn declarations(limits: &Limits) -> Vec<Tool> {
         },
         Tool {
             name: Cow::Borrowed("create_reminder"),
-            description: Cow::Borrowed("Set a reminder shown when it is due (asks the user first)."),
+            description: Cow::Borrowed(
+                "Set a reminder shown when it is due (asks the user first).",
+            ),
             parameters: object(
                 json!({
                     "text": string("what to remind the user of", 1, 500),
@@ -157,7 +173,9 @@ pub fn declarations(limits: &Limits) -> Vec<Tool> {
         },
         Tool {
             name: Cow::Borrowed("calculate"),
-            description: Cow::Borrowed("Compute an arithmetic expression: + - * / % ^, parentheses, sqrt, round, min, max, pi …."),
+            description: Cow::Borrowed(
+                "Compute an arithmetic expression: + - * / % ^, parentheses, sqrt, round, min, max, pi ….",
+            ),
             parameters: object(
                 json!({"expression": string("e.g. (12.5 * 4) / 3", 1, crate::calc::MAX_EXPRESSION_CHARS as u64)}),
                 &["expression"],

@@ -82,7 +82,11 @@ mod tests {
         std::fs::write(&path, "toasty").unwrap();
         assert_eq!(source.read(), ThermalState::Unknown);
         std::fs::write(&path, "\n").unwrap();
-        assert_eq!(source.read(), ThermalState::Unknown, "empty after unknown stays unknown");
+        assert_eq!(
+            source.read(),
+            ThermalState::Unknown,
+            "empty after unknown stays unknown"
+        );
         std::fs::remove_file(&path).unwrap();
         assert_eq!(source.read(), ThermalState::Unknown);
         std::fs::remove_dir_all(&dir).unwrap();
