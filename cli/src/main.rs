@@ -43,6 +43,8 @@ enum Command {
     Tools(commands::tools::Args),
     /// Run the agent on the model: it may call the tools on the granted folders (writes ask first).
     Agent(commands::agent::Args),
+    /// Serve the local API (OpenAI-compatible) on 127.0.0.1 for your other programs; token-protected.
+    Serve(commands::serve::Args),
 }
 
 impl Command {
@@ -55,6 +57,7 @@ impl Command {
             Command::Summarize(a) => a.store.db.clone(),
             Command::Tools(a) => a.db(),
             Command::Agent(a) => a.store.db.clone(),
+            Command::Serve(a) => a.store.db.clone(),
             _ => None,
         };
         given.unwrap_or_else(memory::default_database_path)
@@ -95,6 +98,7 @@ fn main() -> ExitCode {
         Command::Doctor(a) => commands::doctor::run(a),
         Command::Tools(a) => commands::tools::run(a),
         Command::Agent(a) => commands::agent::run(a),
+        Command::Serve(a) => commands::serve::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

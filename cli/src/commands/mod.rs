@@ -8,6 +8,7 @@ pub mod doctor;
 pub mod generate;
 pub mod models;
 pub mod score;
+pub mod serve;
 pub mod summarize;
 pub mod tokenize;
 pub mod tools;
