@@ -75,6 +75,11 @@ impl ApiError {
         )
     }
 
+    /// The model is loading (the app switches models and reloads for some settings).
+    pub fn unavailable(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::SERVICE_UNAVAILABLE, "server_error", message)
+    }
+
     pub fn server(message: impl Into<String>) -> Self {
         Self::new(StatusCode::INTERNAL_SERVER_ERROR, "server_error", message)
     }

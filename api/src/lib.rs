@@ -25,7 +25,9 @@ use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 
 pub use error::ApiError;
-pub use server::{ApiState, CONVERSATION_HEADER, MAX_BODY_BYTES, SAVE_HEADER, router};
+pub use server::{
+    ApiState, CONVERSATION_HEADER, CompleterSource, MAX_BODY_BYTES, SAVE_HEADER, router,
+};
 pub use token::{TokenSource, load_or_create, token_path};
 
 /// The default port (`companion serve --port`).

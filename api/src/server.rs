@@ -36,11 +36,23 @@ pub const SAVE_HEADER: &str = "x-companion-save";
 /// The header that answers with the saved conversation's id.
 pub const CONVERSATION_HEADER: &str = "x-companion-conversation";
 
+/// Where requests find the model: the CLI serves one model for its whole run; the app's model
+/// changes when the user switches or the settings reload it, and is absent while loading.
+pub trait CompleterSource: Send + Sync + 'static {
+    /// The completer of the model in use now; `None` while no model is loaded.
+    fn current(&self) -> Option<Arc<Completer>>;
+}
+
+impl CompleterSource for Arc<Completer> {
+    fn current(&self) -> Option<Arc<Completer>> {
+        Some(self.clone())
+    }
+}
+
 pub struct ApiState {
-    pub(crate) completer: Arc<Completer>,
+    source: Box<dyn CompleterSource>,
     pub(crate) token: String,
     pub(crate) port: u16,
-    model_id: String,
     created: u64,
     /// One generation at a time, in arrival order (tokio's semaphore is fair).
     queue: Arc<Semaphore>,
@@ -59,14 +71,13 @@ fn unix_now() -> u64 {
 impl ApiState {
     /// `port` is the one the listener is bound to (the `Host` check needs it).
     pub fn new(
-        completer: Arc<Completer>,
+        source: impl CompleterSource,
         token: String,
         port: u16,
         database: Option<PathBuf>,
     ) -> Self {
         ApiState {
-            model_id: model_id(&completer),
-            completer,
+            source: Box::new(source),
             token,
             port,
             created: unix_now(),
@@ -76,11 +87,22 @@ impl ApiState {
         }
     }
 
-    pub fn model_id(&self) -> &str {
-        &self.model_id
+    /// The model's id now, if one is loaded.
+    pub fn model_id(&self) -> Option<String> {
+        self.source.current().map(|c| model_id(&c))
     }
 
-    fn reply_context(&self, chat: bool) -> ReplyContext {
+    /// The model in use, or a 503 saying it is loading.
+    fn loaded(&self) -> Result<(Arc<Completer>, String), ApiError> {
+        let completer = self
+            .source
+            .current()
+            .ok_or_else(|| ApiError::unavailable("the model is loading; try again in a moment"))?;
+        let id = model_id(&completer);
+        Ok((completer, id))
+    }
+
+    fn reply_context(&self, chat: bool, model: &str) -> ReplyContext {
         let n = self.next_id.fetch_add(1, Ordering::Relaxed);
         let stamp = SystemTime::now()
             .duration_since(UNIX_EPOCH)
@@ -92,7 +114,7 @@ impl ApiState {
                 if chat { "chatcmpl" } else { "cmpl" }
             ),
             created: unix_now(),
-            model: self.model_id.clone(),
+            model: model.to_string(),
             chat,
         }
     }
@@ -127,19 +149,24 @@ pub fn router(state: Arc<ApiState>) -> Router {
         .with_state(state)
 }
 
-fn model_entry(state: &ApiState) -> Value {
-    json!({"id": state.model_id, "object": "model", "created": state.created, "owned_by": "companion"})
+fn model_entry(state: &ApiState, id: &str) -> Value {
+    json!({"id": id, "object": "model", "created": state.created, "owned_by": "companion"})
 }
 
 async fn models(State(state): State<Arc<ApiState>>) -> Response {
-    Json(json!({"object": "list", "data": [model_entry(&state)]})).into_response()
+    match state.loaded() {
+        Ok((_, id)) => {
+            Json(json!({"object": "list", "data": [model_entry(&state, &id)]})).into_response()
+        }
+        Err(e) => e.into_response(),
+    }
 }
 
-async fn one_model(State(state): State<Arc<ApiState>>, Path(id): Path<String>) -> Response {
-    if id == state.model_id {
-        Json(model_entry(&state)).into_response()
-    } else {
-        ApiError::model_not_found(&id, &state.model_id).into_response()
+async fn one_model(State(state): State<Arc<ApiState>>, Path(asked): Path<String>) -> Response {
+    match state.loaded() {
+        Ok((_, id)) if id == asked => Json(model_entry(&state, &id)).into_response(),
+        Ok((_, id)) => ApiError::model_not_found(&asked, &id).into_response(),
+        Err(e) => e.into_response(),
     }
 }
 
@@ -205,13 +232,15 @@ fn wants_save(headers: &HeaderMap) -> bool {
 /// Run `job` and save the exchange when asked; the saved conversation's id comes back.
 fn run_and_save(
     state: &ApiState,
+    completer: &Completer,
+    model: &str,
     job: &Job,
     save: bool,
     cancel: &Arc<AtomicBool>,
     on_text: &mut dyn FnMut(&str),
 ) -> Result<(Completion, Option<String>), ApiError> {
     let started = std::time::Instant::now();
-    let completion = job.run(&state.completer, cancel, on_text)?;
+    let completion = job.run(completer, cancel, on_text)?;
     tracing::info!(
         job = job.name(),
         prompt_tokens = completion.prompt_tokens,
@@ -229,12 +258,7 @@ fn run_and_save(
         let store = memory::Store::open(database)
             .map_err(|e| ApiError::from(chat::Error::from(e)))?
             .store;
-        let id = chat::completion::save_exchange(
-            &store,
-            &state.model_id,
-            &request.messages,
-            &completion,
-        )?;
+        let id = chat::completion::save_exchange(&store, model, &request.messages, &completion)?;
         saved = Some(id.to_string());
     }
     Ok((completion, saved))
@@ -291,16 +315,20 @@ async fn text_completions(
 }
 
 async fn respond(state: Arc<ApiState>, common: request::Common, job: Job, save: bool) -> Response {
-    if common.model != state.model_id {
-        return ApiError::model_not_found(&common.model, &state.model_id).into_response();
+    let (completer, model) = match state.loaded() {
+        Ok(loaded) => loaded,
+        Err(e) => return e.into_response(),
+    };
+    if common.model != model {
+        return ApiError::model_not_found(&common.model, &model).into_response();
     }
     if save && state.database.is_none() {
         return ApiError::unsupported(SAVE_HEADER, "this server does not save conversations")
             .into_response();
     }
-    let ctx = state.reply_context(matches!(job, Job::Chat(_)));
+    let ctx = state.reply_context(matches!(job, Job::Chat(_)), &model);
     if common.stream {
-        return stream(state, ctx, job, save);
+        return stream(state, completer, ctx, job, save);
     }
     let cancel = Arc::new(AtomicBool::new(false));
     let _cancel_on_drop = CancelOnDrop(cancel.clone());
@@ -310,7 +338,15 @@ async fn respond(state: Arc<ApiState>, common: request::Common, job: Job, save: 
     let worker = state.clone();
     let result = tokio::task::spawn_blocking(move || {
         let _permit = permit;
-        run_and_save(&worker, &job, save, &cancel, &mut |_| {})
+        run_and_save(
+            &worker,
+            &completer,
+            &model,
+            &job,
+            save,
+            &cancel,
+            &mut |_| {},
+        )
     })
     .await;
     match result {
@@ -336,11 +372,18 @@ fn data(v: &Value) -> Event {
     Event::default().data(v.to_string())
 }
 
-fn stream(state: Arc<ApiState>, ctx: ReplyContext, job: Job, save: bool) -> Response {
+fn stream(
+    state: Arc<ApiState>,
+    completer: Arc<Completer>,
+    ctx: ReplyContext,
+    job: Job,
+    save: bool,
+) -> Response {
     let (tx, rx) = mpsc::unbounded_channel::<Streamed>();
     let cancel = Arc::new(AtomicBool::new(false));
     let worker_cancel = cancel.clone();
     let queue = state.queue.clone();
+    let model = ctx.model.clone();
     tokio::spawn(async move {
         let Ok(permit) = queue.acquire_owned().await else {
             return;
@@ -356,8 +399,16 @@ fn stream(state: Arc<ApiState>, ctx: ReplyContext, job: Job, save: bool) -> Resp
                     worker_cancel.store(true, Ordering::Relaxed);
                 }
             };
-            let result = run_and_save(&state, &job, save, &worker_cancel, &mut on_text)
-                .map(|(completion, _)| completion);
+            let result = run_and_save(
+                &state,
+                &completer,
+                &model,
+                &job,
+                save,
+                &worker_cancel,
+                &mut on_text,
+            )
+            .map(|(completion, _)| completion);
             let _ = tx.send(Streamed::Done(result));
         })
         .await;

@@ -1,6 +1,6 @@
 // The fields of the settings form — label, bounds and step of each number, the choices of each
 // select — and the check of what the user typed (one sentence per problem). Pure data and functions.
-import type { Device, Settings, Theme } from "./types";
+import type { ApiStatus, Device, Settings, Theme } from "./types";
 
 export type NumberKey = { [K in keyof Settings]-?: Settings[K] extends number ? K : never }[keyof Settings];
 
@@ -24,7 +24,15 @@ export const NUMBER_FIELDS: readonly NumberField[] = [
   { key: "threads", label: "Compute threads", min: 1, max: 256, step: 1, integer: true, hint: "Changing it reloads the model." },
   { key: "fairRate", label: "Speed when warm", min: 0.1, max: 1, step: 0.05, integer: false, hint: "Fraction of full speed while the device is warm." },
   { key: "seriousRate", label: "Speed when hot", min: 0.1, max: 1, step: 0.05, integer: false, hint: "Fraction of full speed while the device is hot." },
+  { key: "apiPort", label: "Local API port", min: 1024, max: 65535, step: 1, integer: true, hint: "On 127.0.0.1 only: programs on this computer, never the network." },
 ];
+
+/** One line on the local API: where it listens, or why it does not. */
+export function apiStatusLine(status: ApiStatus): string {
+  if (status.running && status.url) return `Listening on ${status.url}. Programs need the token (Copy token), kept in ${status.tokenFile}.`;
+  if (status.problem) return status.problem;
+  return "Off. Switch it on to let programs on this computer use the model (OpenAI-compatible).";
+}
 
 export const DEVICE_CHOICES: readonly { value: Device; label: string }[] = [
   { value: "cpu", label: "CPU" },

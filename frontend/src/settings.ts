@@ -5,16 +5,18 @@ import { call, errorMessage } from "./api";
 import { showNotice } from "./banner";
 import { el, required } from "./dom";
 import { closeModal, initModal, openModal } from "./modal";
+import { copyText } from "./clipboard";
 import {
   DEVICE_CHOICES,
   NUMBER_FIELDS,
   THEME_CHOICES,
+  apiStatusLine,
   crossFieldProblem,
   parseNumberField,
   type NumberField,
 } from "./settings-fields";
 import { applyTheme } from "./theme";
-import type { Device, Settings, Theme } from "./types";
+import type { ApiStatus, Device, Settings, Theme } from "./types";
 
 export interface SettingsHooks {
   /** The engine reloads to apply the settings. */
@@ -68,6 +70,10 @@ export function createSettingsPanel(hooks: SettingsHooks): SettingsPanel {
   const prompt = el("textarea", { id: "setting-systemPrompt", name: "systemPrompt", rows: 4 });
   const openLogs = el("button", { type: "button", id: "open-log-folder", text: "Open log folder" });
   const logPath = el("p", { class: "hint", id: "log-folder-path" });
+  const apiEnabled = el("input", { id: "setting-apiEnabled", name: "apiEnabled", type: "checkbox" }) as HTMLInputElement;
+  const apiLine = el("p", { class: "hint", id: "api-status", role: "status" });
+  const copyToken = el("button", { type: "button", id: "api-copy-token", text: "Copy token", hidden: true });
+  let apiToken: string | null = null;
   const form = el(
     "form",
     { class: "modal-card", novalidate: true },
@@ -97,6 +103,22 @@ export function createSettingsPanel(hooks: SettingsHooks): SettingsPanel {
         ...fieldsFor(["contextSize", "threads"]),
       ),
       el("fieldset", null, el("legend", { text: "Heat" }), ...fieldsFor(["fairRate", "seriousRate"])),
+      el(
+        "fieldset",
+        null,
+        el("legend", { text: "Local API" }),
+        el(
+          "div",
+          { class: "field wide" },
+          el("label", { for: "setting-apiEnabled" }, apiEnabled, " Let programs on this computer use the model"),
+          el("p", {
+            class: "hint",
+            text: "An OpenAI-compatible server for your editor and scripts, with a token. Nothing they send is saved unless they ask.",
+          }),
+        ),
+        ...fieldsFor(["apiPort"]),
+        el("div", { class: "field wide" }, apiLine, copyToken),
+      ),
       el(
         "fieldset",
         null,
@@ -142,6 +164,21 @@ export function createSettingsPanel(hooks: SettingsHooks): SettingsPanel {
     input<HTMLSelectElement>("setting-device").value = settings.device;
     input<HTMLSelectElement>("setting-theme").value = settings.theme;
     prompt.value = settings.systemPrompt;
+    apiEnabled.checked = settings.apiEnabled;
+  }
+
+  function showApi(status: ApiStatus): void {
+    apiLine.textContent = apiStatusLine(status);
+    apiToken = status.token;
+    copyToken.hidden = apiToken === null;
+  }
+
+  async function refreshApi(): Promise<void> {
+    try {
+      showApi(await call("api_status"));
+    } catch (error) {
+      apiLine.textContent = errorMessage(error);
+    }
   }
 
   function read(): Settings | string {
@@ -156,6 +193,7 @@ export function createSettingsPanel(hooks: SettingsHooks): SettingsPanel {
     next.device = input<HTMLSelectElement>("setting-device").value as Device;
     next.theme = input<HTMLSelectElement>("setting-theme").value as Theme;
     next.systemPrompt = prompt.value;
+    next.apiEnabled = apiEnabled.checked;
     return crossFieldProblem(next) ?? next;
   }
 
@@ -176,6 +214,7 @@ export function createSettingsPanel(hooks: SettingsHooks): SettingsPanel {
       else showNotice("Settings saved.", { timeoutMs: 4000, key: "settings" });
     } catch (error) {
       showProblem(errorMessage(error));
+      void refreshApi();
     } finally {
       save.disabled = false;
     }
@@ -193,6 +232,12 @@ export function createSettingsPanel(hooks: SettingsHooks): SettingsPanel {
         showProblem(errorMessage(error));
       }
     })();
+  });
+  copyToken.addEventListener("click", () => {
+    if (apiToken === null) return;
+    void copyText(apiToken).then((ok) =>
+      showNotice(ok ? "Token copied." : "The token could not be copied.", { timeoutMs: 3000, key: "api-token" }),
+    );
   });
   cancel.addEventListener("click", () => closeModal(panel));
   closeButton.addEventListener("click", () => closeModal(panel));
@@ -215,6 +260,7 @@ export function createSettingsPanel(hooks: SettingsHooks): SettingsPanel {
         loaded = await call("get_settings");
         fill(loaded);
         setLoading(false);
+        await refreshApi();
       } catch (error) {
         loaded = null;
         panel.dataset.state = "failed";

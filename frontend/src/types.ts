@@ -119,9 +119,24 @@ export interface Settings {
   fairRate: number;
   seriousRate: number;
   theme: Theme;
+  /** Serve the local API (OpenAI-compatible) on 127.0.0.1:apiPort; off by default. */
+  apiEnabled: boolean;
+  apiPort: number;
   /** The model file in use, when one was chosen in the model panel (absent: the default).
    *  set_settings keeps the current one whatever is sent: models are switched with switch_model. */
   modelPath?: string;
+}
+
+/** The local API as the settings panel shows it (api_status). */
+export interface ApiStatus {
+  running: boolean;
+  /** http://127.0.0.1:PORT/v1 while running. */
+  url: string | null;
+  /** The bearer token, while running (for the copy button). */
+  token: string | null;
+  tokenFile: string;
+  /** Why it does not run although switched on. */
+  problem: string | null;
 }
 
 export interface SettingsApplied {
@@ -233,6 +248,7 @@ export interface Commands {
   resume_reply: { args: Record<string, never>; result: null };
   get_settings: { args: Record<string, never>; result: Settings };
   set_settings: { args: { settings: Settings }; result: SettingsApplied };
+  api_status: { args: Record<string, never>; result: ApiStatus };
   model_info: { args: Record<string, never>; result: ModelView | null };
   list_models: { args: Record<string, never>; result: ModelFile[] };
   /** Opens a native file dialog, checks the GGUF and copies it into the models directory. */

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { baseName, progressText } from "../src/documents";
-import { NUMBER_FIELDS, crossFieldProblem, parseNumberField } from "../src/settings-fields";
+import { NUMBER_FIELDS, apiStatusLine, crossFieldProblem, parseNumberField } from "../src/settings-fields";
 import { shortcutOf } from "../src/shortcuts";
 
 const field = (key: string) => NUMBER_FIELDS.find((f) => f.key === key)!;
@@ -20,8 +20,17 @@ describe("parseNumberField", () => {
 
   it("covers every number of Settings", () => {
     expect(NUMBER_FIELDS.map((f) => f.key).sort()).toEqual(
-      ["contextSize", "fairRate", "maxTokens", "repetitionPenalty", "seriousRate", "temperature", "threads", "topK", "topP"].sort(),
+      ["apiPort", "contextSize", "fairRate", "maxTokens", "repetitionPenalty", "seriousRate", "temperature", "threads", "topK", "topP"].sort(),
     );
+  });
+});
+
+describe("apiStatusLine", () => {
+  const off = { running: false, url: null, token: null, tokenFile: "/d/api-token", problem: null };
+  it("says where the API listens, why it does not, or that it is off", () => {
+    expect(apiStatusLine({ ...off, running: true, url: "http://127.0.0.1:7878/v1", token: "t" })).toContain("http://127.0.0.1:7878/v1");
+    expect(apiStatusLine({ ...off, problem: "port taken" })).toBe("port taken");
+    expect(apiStatusLine(off)).toMatch(/^Off\./);
   });
 });
 

@@ -40,6 +40,8 @@ const settings: Settings = {
   fairRate: 0.7,
   seriousRate: 0.4,
   theme: "dark",
+  apiEnabled: false,
+  apiPort: 7878,
 };
 // The Rust side also sends modelPath when a model was chosen; saving must send it back.
 const fromBackend = { ...settings, modelPath: "/m/gemma.gguf" } as Settings;
@@ -86,6 +88,10 @@ describe("the app", () => {
       }),
       get_settings: () => ({ ...fromBackend }),
       set_settings: ({ settings: next }) => ({ settings: next, reloading: false }),
+      api_status: () =>
+        backend.callsOf("set_settings").some((c) => (c as { settings: Settings }).settings.apiEnabled)
+          ? { running: true, url: "http://127.0.0.1:7878/v1", token: "t0k3n", tokenFile: "/data/companion/api-token", problem: null }
+          : { running: false, url: null, token: null, tokenFile: "/data/companion/api-token", problem: null },
       log_folder: () => "/data/companion/logs",
       open_log_folder: () => "/data/companion/logs",
       model_info: () => ({
@@ -179,6 +185,28 @@ describe("the app", () => {
     expect(backend.callsOf("set_settings")).toEqual([{ settings: { ...fromBackend, temperature: 0.5, theme: "light" } }]);
     expect($("#settings-panel").hidden).toBe(true);
     expect(document.documentElement.dataset.theme).toBe("light");
+  });
+
+  it("switches the local API on from the settings and copies its token", async () => {
+    const writeText = vi.fn(async () => undefined);
+    Object.defineProperty(navigator, "clipboard", { value: { writeText }, configurable: true });
+    press(document.body, ",", { ctrlKey: true });
+    await settle();
+    expect($<HTMLInputElement>("#setting-apiEnabled").checked).toBe(false);
+    expect($<HTMLInputElement>("#setting-apiPort").value).toBe("7878");
+    expect($("#api-status").textContent).toContain("Off.");
+    expect($("#api-copy-token").hidden).toBe(true);
+
+    $<HTMLInputElement>("#setting-apiEnabled").checked = true;
+    $("#settings-save").click();
+    await settle();
+    expect(backend.callsOf("set_settings").at(-1)).toEqual({ settings: { ...fromBackend, apiEnabled: true } });
+    press(document.body, ",", { ctrlKey: true });
+    await settle();
+    expect($("#api-status").textContent).toContain("http://127.0.0.1:7878/v1");
+    $("#api-copy-token").click();
+    await settle();
+    expect(writeText).toHaveBeenCalledWith("t0k3n");
   });
 
   it("opens the log folder from the settings and shows where it is", async () => {

@@ -6,6 +6,7 @@
 //! [`builder`] is generic over the runtime so the tests can run the app on Tauri's mock
 //! runtime; [`run`] starts the real one.
 
+pub mod api_server;
 pub mod commands;
 pub mod error;
 pub mod settings;
@@ -30,6 +31,13 @@ pub fn builder<R: Runtime>(builder: tauri::Builder<R>, config: AppConfig) -> tau
         .plugin(tauri_plugin_dialog::init())
         .setup(move |app| {
             let state = start(app.handle(), config)?;
+            let settings = state.settings();
+            if settings.api_enabled {
+                // a taken port is shown in the settings panel and said once
+                if let Err(e) = state.api.apply(true, settings.api_port, &state.shared) {
+                    state.shared.notice(e.message.clone());
+                }
+            }
             app.manage(state);
             Ok(())
         })
@@ -60,6 +68,7 @@ pub fn builder<R: Runtime>(builder: tauri::Builder<R>, config: AppConfig) -> tau
             commands::chat::resume_reply,
             commands::settings::get_settings,
             commands::settings::set_settings,
+            commands::settings::api_status,
             commands::model::model_info,
             commands::model::list_models,
             commands::model::import_model,
@@ -100,6 +109,7 @@ fn start<R: Runtime>(app: &tauri::AppHandle<R>, config: AppConfig) -> Result<App
 /// [`shutdown::EXIT_DEADLINE`] (the outcome is logged there).
 pub fn on_exit<R: Runtime>(app: &tauri::AppHandle<R>) {
     if let Some(state) = app.try_state::<AppState>() {
+        state.api.stop();
         let _ = shutdown::close_within(&state.worker, &state.shared, shutdown::EXIT_DEADLINE);
     }
 }

@@ -32,6 +32,10 @@ pub struct Settings {
     pub fair_rate: f64,
     pub serious_rate: f64,
     pub theme: Theme,
+    /// Serve the local API (OpenAI-compatible) on 127.0.0.1:`api_port`; off unless the user
+    /// switches it on.
+    pub api_enabled: bool,
+    pub api_port: u16,
     /// The model file in use; `None`: the default model (or `$COMPANION_MODEL`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub model_path: Option<PathBuf>,
@@ -55,6 +59,8 @@ impl Default for Settings {
             fair_rate: thermal.fair_rate,
             serious_rate: thermal.serious_rate,
             theme: Theme::System,
+            api_enabled: false,
+            api_port: api::DEFAULT_PORT,
             model_path: None,
         }
     }
@@ -95,6 +101,9 @@ impl Settings {
         }
         if self.serious_rate > self.fair_rate {
             return bad("The hot rate", "at most the warm rate");
+        }
+        if self.api_port < 1024 {
+            return bad("The local API's port", "between 1024 and 65535");
         }
         Ok(())
     }

@@ -2,7 +2,7 @@
 //! the last reply's figures, the busy and cancel flags, the engine handle (for drafts, thermal
 //! state and model facts), the open conversation and the user's latest draft.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use engine::EngineHandle;
@@ -50,6 +50,9 @@ pub struct Shared {
     /// A document job is running.
     pub summarizing: AtomicBool,
     pub document_cancel: Arc<AtomicBool>,
+    /// Counts engine loads: what holds on to something made for one model (the local API's
+    /// completer) sees that another is in use.
+    pub engine_generation: AtomicU64,
 }
 
 /// A poisoned lock only means another command panicked mid-update; the data is still the
@@ -75,6 +78,7 @@ impl Default for Shared {
             reply_cancel: Arc::new(AtomicBool::new(false)),
             summarizing: AtomicBool::new(false),
             document_cancel: Arc::new(AtomicBool::new(false)),
+            engine_generation: AtomicU64::new(0),
         }
     }
 }
@@ -125,6 +129,7 @@ impl Shared {
 
     pub fn set_engine(&self, engine: Option<EngineHandle>) {
         *lock(&self.engine) = engine;
+        self.engine_generation.fetch_add(1, Ordering::Release);
     }
 
     pub fn engine(&self) -> Option<EngineHandle> {

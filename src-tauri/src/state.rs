@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use memory::Store;
 use tauri::{AppHandle, Manager, Runtime};
 
+use crate::api_server::ApiServer;
 use crate::error::{AppError, Result};
 use crate::settings::Settings;
 use crate::shared::Shared;
@@ -43,6 +44,8 @@ pub struct AppState {
     /// `None` when the database could not be opened (the app then shows why).
     store: Mutex<Option<Store>>,
     settings: Mutex<Settings>,
+    /// The local API, when the settings switch it on.
+    pub api: ApiServer,
     /// Files the user dropped on the window: the only paths a command accepts from the
     /// webview (everything else comes from a native dialog the user answered).
     granted: Mutex<HashSet<PathBuf>>,
@@ -62,6 +65,7 @@ impl AppState {
         let worker =
             WorkerHandle::start(config.database.clone(), settings.clone(), shared.clone())?;
         Ok(AppState {
+            api: ApiServer::new(config.database.clone()),
             config,
             worker,
             shared,

@@ -501,3 +501,123 @@ async fn engine_settings_and_a_model_switch_reload_and_reopen_the_conversation()
     let saved = settings_cmd::get_settings(state.clone());
     assert_eq!(saved.model_path.as_deref(), Some(copy.as_path()));
 }
+
+/// One HTTP/1.1 request over a plain socket: (status, body).
+fn http(port: u16, method: &str, path: &str, token: Option<&str>, body: &str) -> (u16, String) {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).expect("the API accepts");
+    let auth = token
+        .map(|t| format!("Authorization: Bearer {t}\r\n"))
+        .unwrap_or_default();
+    write!(
+        s,
+        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n{auth}Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    let status = out
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let body = out.split("\r\n\r\n").nth(1).unwrap_or("").to_string();
+    (status, body)
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind(("127.0.0.1", 0))
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_local_api_follows_its_switch_and_serves_the_loaded_model() {
+    let t = fresh();
+    let state = t.app.state::<AppState>();
+    let off = settings_cmd::api_status(state.clone());
+    assert!(
+        !off.running && off.url.is_none() && off.token.is_none(),
+        "{off:?}"
+    );
+
+    // switched on: it serves the app's model with the token the panel shows
+    let port = free_port();
+    let mut s = settings_cmd::get_settings(state.clone());
+    assert!(!s.api_enabled, "off by default");
+    s.api_enabled = true;
+    s.api_port = port;
+    let applied = settings_cmd::set_settings(t.app.handle().clone(), state.clone(), s.clone())
+        .await
+        .unwrap();
+    assert!(!applied.reloading, "the API needs no reload");
+    let on = settings_cmd::api_status(state.clone());
+    assert_eq!(
+        on.url.as_deref(),
+        Some(format!("http://127.0.0.1:{port}/v1").as_str())
+    );
+    let token = on.token.clone().expect("the token, for the copy button");
+    assert!(on.token_file.ends_with("api-token"), "{}", on.token_file);
+    let (status, _) = http(port, "GET", "/v1/models", None, "");
+    assert_eq!(status, 401);
+    let (status, body) = http(port, "GET", "/v1/models", Some(&token), "");
+    assert_eq!(status, 200, "{body}");
+    let models: Value = serde_json::from_str(&body).unwrap();
+    let model = models["data"][0]["id"].as_str().unwrap().to_string();
+    assert_eq!(model, "gemma-3-270m-q4_k_m");
+    let request = json!({"model": model, "messages": [{"role": "user", "content": "Hi"}],
+                         "max_tokens": 3, "temperature": 0});
+    let (status, body) = tokio::task::spawn_blocking(move || {
+        http(
+            port,
+            "POST",
+            "/v1/chat/completions",
+            Some(&token),
+            &request.to_string(),
+        )
+    })
+    .await
+    .unwrap();
+    assert_eq!(status, 200, "{body}");
+    let reply: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(reply["usage"]["completion_tokens"], 3, "{body}");
+    // nothing was saved: the request did not ask
+    assert!(
+        conversations::list_conversations(state.clone())
+            .await
+            .unwrap()
+            .is_empty()
+    );
+
+    // a port another program holds: said, and the rest of the settings still saved
+    let taken = std::net::TcpListener::bind(("127.0.0.1", 0)).unwrap();
+    let mut busy = s.clone();
+    busy.api_port = taken.local_addr().unwrap().port();
+    busy.max_tokens = 33;
+    let e = settings_cmd::set_settings(t.app.handle().clone(), state.clone(), busy)
+        .await
+        .unwrap_err();
+    assert_eq!(e.code, "api_port", "{e:?}");
+    let status = settings_cmd::api_status(state.clone());
+    assert!(!status.running && status.problem.is_some(), "{status:?}");
+    assert_eq!(settings_cmd::get_settings(state.clone()).max_tokens, 33);
+
+    // switched off: the port is closed
+    let mut off = s;
+    off.api_enabled = false;
+    settings_cmd::set_settings(t.app.handle().clone(), state.clone(), off)
+        .await
+        .unwrap();
+    assert!(!settings_cmd::api_status(state.clone()).running);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+        assert!(
+            Instant::now() < deadline,
+            "the API still listens after it was switched off"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}

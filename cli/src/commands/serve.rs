@@ -55,7 +55,7 @@ pub fn run(args: Args) -> Result<()> {
         };
         println!(
             "Companion API on http://{addr}/v1 (model {}; bearer token {token_at})",
-            state.model_id()
+            state.model_id().unwrap_or_default()
         );
         println!(
             "requests are not saved unless they send `{}: true`; Ctrl-C stops the server",

@@ -7,6 +7,7 @@ use std::sync::atomic::Ordering;
 use serde::Serialize;
 use tauri::{AppHandle, Runtime, State};
 
+use crate::api_server::ApiStatus;
 use crate::error::Result;
 use crate::settings::Settings;
 use crate::state::{AppState, save_settings};
@@ -21,6 +22,12 @@ pub struct SettingsApplied {
 #[tauri::command]
 pub fn get_settings(state: State<'_, AppState>) -> Settings {
     state.settings()
+}
+
+/// The local API: whether it runs, where, its token (for the copy button) and any problem.
+#[tauri::command]
+pub fn api_status(state: State<'_, AppState>) -> ApiStatus {
+    state.api.status()
 }
 
 #[tauri::command]
@@ -48,6 +55,11 @@ pub fn apply<R: Runtime>(
     state.set_settings(settings.clone());
     let reloading =
         settings.needs_reload(&before) || state.shared.phase() == crate::shared::Phase::Failed;
+    // the server follows the switch at once; a taken port is the answer's error (the other
+    // settings are saved and applied all the same)
+    let api = state
+        .api
+        .apply(settings.api_enabled, settings.api_port, &state.shared);
     let applied = settings.clone();
     if reloading {
         state.shared.loading("Applying your settings");
@@ -59,6 +71,7 @@ pub fn apply<R: Runtime>(
     } else {
         state.worker.spawn(move |w| w.apply(applied))?;
     }
+    api?;
     Ok(SettingsApplied {
         settings,
         reloading,
