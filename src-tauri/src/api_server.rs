@@ -82,13 +82,14 @@ impl ApiServer {
     /// runtime can be entered (Tauri's async runtime is used).
     pub fn apply(&self, enabled: bool, port: u16, shared: &Arc<Shared>) -> Result<()> {
         let mut running = lock(&self.running);
-        if let Some(r) = running.as_ref()
-            && (!enabled || r.addr.port() != port)
+        // switched off, or moved to another port: the running server stops first
+        if running
+            .as_ref()
+            .is_some_and(|r| !enabled || r.addr.port() != port)
+            && let Some(r) = running.take()
         {
-            if let Some(r) = running.take() {
-                let _ = r.stop.send(());
-                tracing::info!("local API stopped");
-            }
+            let _ = r.stop.send(());
+            tracing::info!("local API stopped");
         }
         *lock(&self.problem) = None;
         if !enabled || running.is_some() {

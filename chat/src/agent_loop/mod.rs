@@ -14,4 +14,4 @@ pub mod turn;
 pub use grammar::{CallConstraint, CallGrammar, StopAtToken, token_env};
 pub use model::{AgentModel, EngineModel, Phase, ScriptedCalls};
 pub use run::{Agent, AgentEvent, AgentOutcome, AgentParams, AgentStop, StepRecord};
-pub use turn::{call_format, encode_pieces};
+pub use turn::{call_format, call_prompt, encode_pieces, opened_call, watch_for_call};

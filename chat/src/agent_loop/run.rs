@@ -13,18 +13,18 @@ use std::cell::RefCell;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use agent::calls::{self, CallFormat, Entry, Piece};
+use agent::calls::{self, Entry};
 use agent::{
     Approval, ApprovalAnswer, ApprovalRequest, CallContext, ConversationKey, ToolCall,
     ToolProgress, Toolbox, TurnBudget, error_output,
 };
-use engine::{GenerateParams, SamplingParams, StopReason, TokenConstraint};
+use engine::{GenerateParams, SamplingParams, StopReason};
 use serde::Serialize;
 use serde_json::Value;
 
-use super::grammar::{CallGrammar, StopAtToken};
+use super::grammar::CallGrammar;
 use super::model::{AgentModel, Phase};
-use super::turn::{call_format, encode_pieces};
+use super::turn::{call_format, call_prompt, encode_pieces, opened_call, watch_for_call};
 use crate::error::Result;
 
 #[derive(Debug, Clone)]
@@ -217,11 +217,6 @@ impl Agent<'_> {
         let format = call_format(&tokenizer);
         let tools = self.toolbox.tools();
         let lark = calls::call_grammar(format, &tools);
-        let opener = calls::call_opener(format);
-        let opener_id = match format {
-            CallFormat::Gemma4 => tokenizer.vocab().id_of(opener),
-            CallFormat::FencedJson => None,
-        };
         let params = self.params.clone();
 
         let mut entries = Vec::new();
@@ -256,17 +251,13 @@ impl Agent<'_> {
             if room < 16 {
                 break AgentStop::ContextFull;
             }
-            let free = GenerateParams {
+            let mut free = GenerateParams {
                 max_tokens: params.answer_max_tokens.min(room),
                 sampling: params.sampling.clone(),
-                stop_strings: match format {
-                    CallFormat::FencedJson => vec![opener.to_string()],
-                    CallFormat::Gemma4 => Vec::new(),
-                },
+                stop_strings: Vec::new(),
                 ignore_eos: false,
             };
-            let watch: Option<Box<dyn TokenConstraint>> =
-                opener_id.map(|id| Box::new(StopAtToken::new(id, tokenizer.vocab().len())) as _);
+            let watch = watch_for_call(format, &tokenizer, &mut free);
             let generation = self.model.generate(
                 Phase::Free,
                 prompt.clone(),
@@ -275,11 +266,7 @@ impl Agent<'_> {
                 &self.cancel,
                 &mut |t| emit(AgentEvent::Text(t.to_string())),
             )?;
-            let opened = match format {
-                CallFormat::FencedJson => generation.stop_reason == StopReason::StopString,
-                CallFormat::Gemma4 => generation.stop_reason == StopReason::ConstraintDone,
-            };
-            if !opened {
+            if !opened_call(format, &tokenizer, &generation) {
                 answer = generation.text.trim().to_string();
                 entries.push(Entry::Model {
                     text: generation.text.clone(),
@@ -303,17 +290,7 @@ impl Agent<'_> {
             }
             let step = steps.len() + 1;
 
-            // the call's prompt: the model's text and the opener, as the transcript will
-            // hold them (a token that ran past the opener is dropped)
-            let mut call_prompt = prompt;
-            match format {
-                CallFormat::FencedJson => call_prompt.extend(encode_pieces(
-                    &tokenizer,
-                    &[Piece::Text(format!("{text_before}{opener}"))],
-                    false,
-                )?),
-                CallFormat::Gemma4 => call_prompt.extend_from_slice(&generation.ids),
-            }
+            let call_prompt = call_prompt(format, &tokenizer, prompt, &generation)?;
             let room = context.saturating_sub(call_prompt.len() + 1);
             let constraint = self.grammar.constraint(&lark)?;
             let call_generation = self.model.generate(

@@ -12,7 +12,8 @@ use serde_json::{Value, json};
 
 use super::request::{ChatRequest, OutputFormat, ToolChoice, invalid};
 use crate::agent_loop::{
-    AgentModel, CallGrammar, EngineModel, Phase, StopAtToken, call_format, encode_pieces,
+    AgentModel, CallGrammar, EngineModel, Phase, call_format, call_prompt, encode_pieces,
+    opened_call, watch_for_call,
 };
 use crate::error::{Error, Result};
 
@@ -254,30 +255,12 @@ impl Completer {
         let tokenizer = self.engine.tokenizer();
         let prompt = encode_pieces(tokenizer, &pieces, true)?;
         let prompt_tokens = prompt.len();
-        let opener = calls::call_opener(format);
         let mut free = request.params.clone();
         free.max_tokens = self.room(&prompt, free.max_tokens)?;
-        let watch: Option<Box<dyn TokenConstraint>> = match format {
-            CallFormat::FencedJson => {
-                free.stop_strings.push(opener.to_string());
-                None
-            }
-            CallFormat::Gemma4 => tokenizer
-                .vocab()
-                .id_of(opener)
-                .map(|id| Box::new(StopAtToken::new(id, tokenizer.vocab().len())) as _),
-        };
+        let watch = watch_for_call(format, tokenizer, &mut free);
         let generation = self.generate(session, prompt.clone(), free, watch, cancel, on_text)?;
-        let opened = match format {
-            // a client's own stop string ends the text too: only the opener opens a call
-            CallFormat::FencedJson => {
-                generation.stop_reason == StopReason::StopString
-                    && tokenizer
-                        .decode(&generation.ids)
-                        .is_ok_and(|t| t.contains(opener))
-            }
-            CallFormat::Gemma4 => generation.stop_reason == StopReason::ConstraintDone,
-        };
+        // a client's own stop string ends the text too: only the opener opens a call
+        let opened = opened_call(format, tokenizer, &generation);
         let mut completion_tokens = generation.stats.generated_tokens;
         if !opened {
             return Ok(Completion {
@@ -288,15 +271,7 @@ impl Completer {
                 completion_tokens,
             });
         }
-        let mut call_prompt = prompt;
-        match format {
-            CallFormat::FencedJson => call_prompt.extend(encode_pieces(
-                tokenizer,
-                &[Piece::Text(format!("{}{opener}", generation.text))],
-                false,
-            )?),
-            CallFormat::Gemma4 => call_prompt.extend_from_slice(&generation.ids),
-        }
+        let call_prompt = call_prompt(format, tokenizer, prompt, &generation)?;
         let (call, call_generation) = self.call(
             session,
             format,
