@@ -49,6 +49,42 @@ pub fn import_model(
     expected_sha256: Option<&str>,
     progress: &mut dyn FnMut(u64, u64),
 ) -> Result<Imported> {
+    import_through(
+        store,
+        models_dir,
+        source,
+        expected_sha256,
+        progress,
+        &create_partial,
+    )
+}
+
+/// Where a copy is written before it is renamed into place: a file, flushed to the disk at the
+/// end. A trait so that the tests can make the disk fill up in the middle of a copy.
+trait PartialFile: Write {
+    fn sync(&mut self) -> std::io::Result<()>;
+}
+
+impl PartialFile for std::fs::File {
+    fn sync(&mut self) -> std::io::Result<()> {
+        self.sync_all()
+    }
+}
+
+type CreatePartial<'a> = dyn Fn(&Path) -> std::io::Result<Box<dyn PartialFile>> + 'a;
+
+fn create_partial(path: &Path) -> std::io::Result<Box<dyn PartialFile>> {
+    Ok(Box::new(std::fs::File::create(path)?))
+}
+
+fn import_through(
+    store: &Store,
+    models_dir: &Path,
+    source: &Path,
+    expected_sha256: Option<&str>,
+    progress: &mut dyn FnMut(u64, u64),
+    create: &CreatePartial<'_>,
+) -> Result<Imported> {
     let expected = expected_sha256.map(parse_sha256).transpose()?;
     let facts = engine::inspect_model(source)?;
     let source_name = source
@@ -86,7 +122,7 @@ pub fn import_model(
     let copied = if in_place {
         hash_file(source, progress).map(|sha| (sha, None))
     } else {
-        copy_and_hash(source, &partial, progress).map(|sha| (sha, Some(partial.clone())))
+        copy_and_hash(source, &partial, create, progress).map(|sha| (sha, Some(partial.clone())))
     };
     let (sha256, partial) = match copied {
         Ok(done) => done,
@@ -317,31 +353,27 @@ fn hash_file(path: &Path, progress: &mut dyn FnMut(u64, u64)) -> Result<String> 
     hash_and_copy(path, None, progress)
 }
 
-/// Copy `source` to `partial`, hashing what is read, and flush it to the disk.
+/// Copy `source` to `partial` (made by `create`), hashing what is read, and flush it to the
+/// disk.
 fn copy_and_hash(
     source: &Path,
     partial: &Path,
+    create: &CreatePartial<'_>,
     progress: &mut dyn FnMut(u64, u64),
 ) -> Result<String> {
-    hash_and_copy(source, Some(partial), progress)
+    let output = create(partial).map_err(|e| io("write", partial, e))?;
+    hash_and_copy(source, Some((output, partial)), progress)
 }
 
 /// The sha256 of `source`, read once; with `copy_to`, the bytes are written there too and
 /// flushed to the disk.
 fn hash_and_copy(
     source: &Path,
-    copy_to: Option<&Path>,
+    mut output: Option<(Box<dyn PartialFile>, &Path)>,
     progress: &mut dyn FnMut(u64, u64),
 ) -> Result<String> {
     let mut input = std::fs::File::open(source).map_err(|e| io("read", source, e))?;
     let total = input.metadata().map(|m| m.len()).unwrap_or(0);
-    let mut output = copy_to
-        .map(|p| {
-            std::fs::File::create(p)
-                .map(|f| (f, p))
-                .map_err(|e| io("write", p, e))
-        })
-        .transpose()?;
     let mut hasher = Sha256::new();
     let mut buf = vec![0u8; CHUNK];
     let mut done = 0u64;
@@ -359,8 +391,8 @@ fn hash_and_copy(
         done += n as u64;
         progress(done, total);
     }
-    if let Some((file, path)) = output {
-        file.sync_all().map_err(|e| io("write", path, e))?;
+    if let Some((mut file, path)) = output {
+        file.sync().map_err(|e| io("write", path, e))?;
     }
     Ok(hex(&hasher.finalize()))
 }
@@ -426,5 +458,78 @@ mod tests {
             free_name(dir.path(), "m.gguf", &sha),
             dir.path().join("m-0123456789ab.gguf")
         );
+    }
+
+    /// A partial copy on a disk that fills up after `room` bytes: what it wrote before is on
+    /// the real disk (so the test can see whether it is cleaned up), then every write fails
+    /// as a full disk's does (ENOSPC).
+    struct FillsUp {
+        file: std::fs::File,
+        room: usize,
+        written: std::rc::Rc<std::cell::Cell<usize>>,
+    }
+
+    impl Write for FillsUp {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            if self.room == 0 {
+                return Err(std::io::Error::from_raw_os_error(28));
+            }
+            let n = buf.len().min(self.room);
+            let n = self.file.write(&buf[..n])?;
+            self.room -= n;
+            self.written.set(self.written.get() + n);
+            Ok(n)
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            self.file.flush()
+        }
+    }
+
+    impl PartialFile for FillsUp {
+        fn sync(&mut self) -> std::io::Result<()> {
+            self.file.sync_all()
+        }
+    }
+
+    #[test]
+    fn a_disk_that_fills_up_mid_copy_leaves_nothing_behind() {
+        let source = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../tests/fixtures/gemma-family/gemma1-mqa.q8_0.gguf");
+        let size = std::fs::metadata(&source).unwrap().len() as usize;
+        let dir = tempfile::tempdir().unwrap();
+        let models = dir.path().join("models");
+        let store = Store::open(dir.path().join("c.db")).unwrap().store;
+        let room = size / 2;
+        let written = std::rc::Rc::new(std::cell::Cell::new(0));
+        let failed = import_through(
+            &store,
+            &models,
+            &source,
+            None,
+            &mut |_, _| {},
+            &|path: &Path| -> std::io::Result<Box<dyn PartialFile>> {
+                Ok(Box::new(FillsUp {
+                    file: std::fs::File::create(path)?,
+                    room,
+                    written: written.clone(),
+                }))
+            },
+        )
+        .unwrap_err();
+        assert_eq!(failed.code(), "disk_full", "{failed}");
+        assert!(failed.to_string().contains("No space left"), "{failed}");
+        // the copy had begun: half of the file was on the disk when it was full
+        assert_eq!(written.get(), room);
+        let left: Vec<_> = std::fs::read_dir(&models)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert!(left.is_empty(), "left behind: {left:?}");
+        assert!(store.models().unwrap().is_empty());
+
+        // the same import with room to spare keeps the model
+        let kept = import_model(&store, &models, &source, None, &mut |_, _| {}).unwrap();
+        assert!(kept.added);
+        assert_eq!(std::fs::read_dir(&models).unwrap().count(), 1);
     }
 }
