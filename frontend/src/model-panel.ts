@@ -1,12 +1,15 @@
 // The model panel (#model-panel): what the loaded model is (`model_info`), the models on this
 // device (`list_models`: the library's versions, then other GGUF files) with "Use" to switch
-// (`switch_model`: a self-check, then the loading view), and "Import GGUF…" (`import_model`,
-// with its progress while the file is hashed and copied).
+// (`switch_model`: a self-check, then the loading view), "Verify" (`verify_model`: hash the
+// file again and compare with its import) and "Remove" (`remove_model`, after the in-app
+// confirmation; not for the model in use) on the library's models, and "Import GGUF…"
+// (`import_model`, with its progress while the file is hashed and copied).
 import { call, channel, errorMessage } from "./api";
+import { confirmAction } from "./confirm";
 import { el, required } from "./dom";
 import { formatBytes, formatCount, formatMegabytes, formatMs, formatParameters } from "./format";
 import { closeModal, initModal, openModal } from "./modal";
-import type { ImportProgress, ModelFile, ModelView } from "./types";
+import type { ImportProgress, ModelFile, ModelView, Verification } from "./types";
 
 export interface ModelPanelHooks {
   /** The engine is reloading with another model. */
@@ -42,9 +45,28 @@ export function modelLabel(file: ModelFile): string {
   return file.name && file.version !== null ? `${file.name} v${file.version}` : file.fileName;
 }
 
+function percentOf(p: ImportProgress): number {
+  return p.total > 0 ? Math.floor((p.done * 100) / p.total) : 100;
+}
+
 export function importProgressText(p: ImportProgress): string {
-  const percent = p.total > 0 ? Math.floor((p.done * 100) / p.total) : 100;
-  return `Checking and copying… ${percent}% (${formatMegabytes(p.done)} of ${formatMegabytes(p.total)})`;
+  return `Checking and copying… ${percentOf(p)}% (${formatMegabytes(p.done)} of ${formatMegabytes(p.total)})`;
+}
+
+export function verifyProgressText(p: ImportProgress): string {
+  return `Verifying… ${percentOf(p)}% (${formatMegabytes(p.done)} of ${formatMegabytes(p.total)})`;
+}
+
+/** What a verification found, in one sentence: the fingerprints when they differ. */
+export function verificationText(v: Verification): string {
+  return v.matches
+    ? `${v.label} is intact: its SHA-256 is still ${v.expected.slice(0, 12)}….`
+    : `${v.label} is damaged: its SHA-256 is now ${v.found.slice(0, 12)}… where it was ${v.expected.slice(0, 12)}… when imported. Import the file again, or remove it.`;
+}
+
+/** A model of the library (the only ones that can be verified or removed). */
+function inLibrary(file: ModelFile): boolean {
+  return file.sha256 !== null && file.version !== null;
 }
 
 export function createModelPanel(hooks: ModelPanelHooks): ModelPanel {
@@ -72,6 +94,8 @@ export function createModelPanel(hooks: ModelPanelHooks): ModelPanel {
     ),
   );
   initModal(panel);
+  /** The files the list shows, to find the one a button's row stands for. */
+  let shown: ModelFile[] = [];
 
   // Both lines sit below the list: one clicked far down must still be seen, so a line that
   // appears is scrolled into view (jsdom, in the unit tests, has no scrollIntoView).
@@ -117,10 +141,17 @@ export function createModelPanel(hooks: ModelPanelHooks): ModelPanel {
       file.current
         ? el("span", { class: "tag", text: "In use" })
         : el("button", { type: "button", class: "use-model", text: "Use", "aria-label": `Use ${modelLabel(file)}` }),
+      inLibrary(file)
+        ? el("button", { type: "button", class: "verify-model", text: "Verify", "aria-label": `Verify ${modelLabel(file)}` })
+        : null,
+      inLibrary(file) && !file.current
+        ? el("button", { type: "button", class: "remove-model", text: "Remove", "aria-label": `Remove ${modelLabel(file)}` })
+        : null,
     );
   }
 
   function showFiles(list: ModelFile[]): void {
+    shown = list;
     files.replaceChildren(
       ...(list.length ? list.map(fileNode) : [el("li", { class: "muted", text: "No models yet; import a GGUF file." })]),
     );
@@ -169,10 +200,57 @@ export function createModelPanel(hooks: ModelPanelHooks): ModelPanel {
     }
   }
 
+  async function verify(path: string, button: HTMLButtonElement): Promise<void> {
+    problem(null);
+    say("Verifying…");
+    button.disabled = true;
+    try {
+      const onProgress = channel<ImportProgress>((p) => say(verifyProgressText(p)));
+      const found = await call("verify_model", { path, onProgress });
+      if (found.matches) say(verificationText(found));
+      else {
+        say(null);
+        problem(verificationText(found));
+      }
+    } catch (error) {
+      say(null);
+      problem(errorMessage(error));
+    } finally {
+      button.disabled = false;
+    }
+  }
+
+  async function remove(file: ModelFile): Promise<void> {
+    problem(null);
+    say(null);
+    const ok = await confirmAction({
+      title: `Remove ${modelLabel(file)}?`,
+      message:
+        "It leaves the model library, and the copy the library made is deleted (a file you keep elsewhere stays). Conversations held with it stay; the model in use reads them again when they are opened.",
+      confirmLabel: "Remove",
+    });
+    if (!ok) return;
+    try {
+      const removed = await call("remove_model", { path: file.path });
+      say(
+        removed.fileDeleted
+          ? `Removed ${modelLabel(file)} and its file.`
+          : `Removed ${modelLabel(file)} from the library; its file stays at ${file.path}.`,
+      );
+      showFiles(await call("list_models"));
+    } catch (error) {
+      problem(errorMessage(error));
+    }
+  }
+
   files.addEventListener("click", (event) => {
-    const button = (event.target as Element).closest(".use-model");
-    const path = button?.closest<HTMLElement>(".model-file")?.dataset.path;
-    if (path) void switchTo(path);
+    const target = event.target as Element;
+    const row = target.closest<HTMLElement>(".model-file");
+    const file = shown.find((f) => f.path === row?.dataset.path);
+    if (!file) return;
+    if (target.closest(".use-model")) void switchTo(file.path);
+    else if (target.closest(".verify-model")) void verify(file.path, target.closest<HTMLButtonElement>(".verify-model")!);
+    else if (target.closest(".remove-model")) void remove(file);
   });
   importButton.addEventListener("click", () => void importModel());
   closeButton.addEventListener("click", () => closeModal(panel));

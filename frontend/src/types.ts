@@ -183,7 +183,15 @@ export interface ModelFile {
   sha256: string | null;
 }
 
-/** Streamed by import_model while the file is hashed and copied. */
+/** What verify_model found: the file hashed again against the sha256 of its import. */
+export interface Verification {
+  label: string;
+  matches: boolean;
+  expected: string;
+  found: string;
+}
+
+/** Streamed by import_model while the file is hashed and copied (and by verify_model). */
 export interface ImportProgress {
   done: number;
   total: number;
@@ -257,6 +265,10 @@ export interface Commands {
   /** path: one of list_models(); it is self-checked first (a failure keeps the model in use,
    *  code self_check_failed), then the engine reloads (app_state goes to "loading"). */
   switch_model: { args: { path: string }; result: null };
+  /** path: a library model of list_models(), not the one in use (code model_in_use). */
+  remove_model: { args: { path: string }; result: { fileDeleted: boolean } };
+  /** path: a library model; progress streams on `onProgress` while it is hashed. */
+  verify_model: { args: { path: string; onProgress: unknown }; result: Verification };
   /** Opens a native file dialog (.txt .md .html .pdf); null when cancelled. */
   summarize_document: { args: { onEvent: unknown }; result: { conversationId: string } | null };
   /** path: a file the user dropped on the window (the Rust side only accepts dropped paths). */

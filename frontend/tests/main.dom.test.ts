@@ -58,6 +58,8 @@ describe("the app", () => {
   let documentChannel: FakeChannel<DocumentEvent> | null = null;
   let finishDocument: ((value: { conversationId: string }) => void) | null = null;
   let chatChannel: FakeChannel<ChatEvent> | null = null;
+  /** The mocked remove_model was called: list_models leaves v2 out from then on. */
+  let removed = false;
   let finishReply: ((value: MessageView) => void) | null = null;
   const ready: AppState = { phase: "ready", stage: null, error: null, notices: ["The database was damaged and set aside."] };
 
@@ -114,11 +116,22 @@ describe("the app", () => {
         tuning: "base",
         tuningNotice: BASE_NOTICE,
       }),
-      list_models: () => [
-        { path: "/m/gemma.gguf", fileName: "gemma.gguf", bytes: 253_113_024, current: true, name: "Gemma 3 270m", version: 1, sha256: "a5fd3b62230aa5ec" },
-        { path: "/m/gemma-v2.gguf", fileName: "gemma-v2.gguf", bytes: 253_200_000, current: false, name: "Gemma 3 270m", version: 2, sha256: "0123456789abcdef" },
-        { path: "/m/other.gguf", fileName: "other.gguf", bytes: 806_000_000, current: false, name: null, version: null, sha256: null },
-      ],
+      list_models: () =>
+        [
+          { path: "/m/gemma.gguf", fileName: "gemma.gguf", bytes: 253_113_024, current: true, name: "Gemma 3 270m", version: 1, sha256: "a5fd3b62230aa5ec" },
+          { path: "/m/gemma-v2.gguf", fileName: "gemma-v2.gguf", bytes: 253_200_000, current: false, name: "Gemma 3 270m", version: 2, sha256: "0123456789abcdef" },
+          { path: "/m/other.gguf", fileName: "other.gguf", bytes: 806_000_000, current: false, name: null, version: null, sha256: null },
+        ].filter((m) => !(removed && m.version === 2)),
+      verify_model: ({ path }) => ({
+        label: path === "/m/gemma.gguf" ? "Gemma 3 270m v1" : "Gemma 3 270m v2",
+        matches: path === "/m/gemma.gguf",
+        expected: path === "/m/gemma.gguf" ? "a5fd3b62230aa5ec" : "0123456789abcdef",
+        found: path === "/m/gemma.gguf" ? "a5fd3b62230aa5ec" : "fedcba9876543210",
+      }),
+      remove_model: () => {
+        removed = true;
+        return { fileDeleted: true };
+      },
       switch_model: ({ path }) => {
         if (path === "/m/other.gguf") {
           throw {
@@ -250,6 +263,47 @@ describe("the app", () => {
     );
     expect(document.body.dataset.phase).toBe("ready");
     press(document.body, "Escape");
+  });
+
+  it("verifies a library model and removes one after asking, never the model in use", async () => {
+    $("#open-model").click();
+    await settle();
+    // the model in use can be verified but not removed; a file outside the library neither
+    expect($('[data-path="/m/gemma.gguf"] .remove-model')).toBeNull();
+    expect($('[data-path="/m/gemma.gguf"] .verify-model')).not.toBeNull();
+    expect($('[data-path="/m/other.gguf"] .verify-model')).toBeNull();
+    expect($('[data-path="/m/other.gguf"] .remove-model')).toBeNull();
+
+    $('[data-path="/m/gemma.gguf"] .verify-model').click();
+    await settle();
+    expect(backend.callsOf("verify_model").at(-1)).toMatchObject({ path: "/m/gemma.gguf" });
+    expect($("#model-panel .panel-message").textContent).toBe("Gemma 3 270m v1 is intact: its SHA-256 is still a5fd3b62230a….");
+    expect($("#model-panel .panel-error").hidden).toBe(true);
+
+    $('[data-path="/m/gemma-v2.gguf"] .verify-model').click();
+    await settle();
+    expect($("#model-panel .panel-error").textContent).toContain("Gemma 3 270m v2 is damaged: its SHA-256 is now fedcba987654…");
+
+    // Remove asks first; "Cancel" keeps the model
+    $('[data-path="/m/gemma-v2.gguf"] .remove-model').click();
+    await settle();
+    expect($("#confirm-dialog").hidden).toBe(false);
+    expect($("#confirm-title").textContent).toBe("Remove Gemma 3 270m v2?");
+    $("#confirm-cancel").click();
+    await settle();
+    expect(backend.callsOf("remove_model")).toHaveLength(0);
+    expect($("#model-panel").hidden).toBe(false);
+
+    $('[data-path="/m/gemma-v2.gguf"] .remove-model').click();
+    await settle();
+    $("#confirm-ok").click();
+    await settle();
+    expect(backend.callsOf("remove_model")).toEqual([{ path: "/m/gemma-v2.gguf" }]);
+    expect($("#model-panel .panel-message").textContent).toBe("Removed Gemma 3 270m v2 and its file.");
+    expect($('[data-path="/m/gemma-v2.gguf"]')).toBeNull();
+    expect($("#model-panel").hidden).toBe(false);
+    press(document.body, "Escape");
+    removed = false;
   });
 
   it("switches the model through the loading view", async () => {

@@ -73,6 +73,8 @@ pub fn builder<R: Runtime>(builder: tauri::Builder<R>, config: AppConfig) -> tau
             commands::model::list_models,
             commands::model::import_model,
             commands::model::switch_model,
+            commands::model::remove_model,
+            commands::model::verify_model,
             commands::documents::summarize_document,
             commands::documents::summarize_dropped,
             commands::documents::cancel_document,
@@ -135,5 +137,56 @@ pub fn run() {
             eprintln!("Companion could not start: {e}");
             std::process::exit(1);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// Every command the app registers must be declared in build.rs and allowed in the main
+    /// window's capability, or the webview's calls are refused at run time ("not allowed by
+    /// ACL") with nothing failing at build time; and nothing may be allowed that is not
+    /// registered.
+    #[test]
+    fn registered_declared_and_allowed_commands_agree() {
+        let lib = include_str!("lib.rs");
+        let start = lib.find("generate_handler![").expect("the handler list");
+        let end = start + lib[start..].find(']').expect("its end");
+        let mut registered: Vec<String> = lib[start..end]
+            .split(',')
+            .filter_map(|path| path.trim().rsplit("::").next())
+            .filter(|name| !name.is_empty() && !name.contains('['))
+            .map(str::to_string)
+            .collect();
+        registered.sort();
+
+        let build = include_str!("../build.rs");
+        let list = &build[build.find("COMMANDS").unwrap()..];
+        let list = &list[list.find("= &[").unwrap() + 4..list.find("];").unwrap()];
+        let mut declared: Vec<String> = list
+            .split(',')
+            .map(|s| s.trim().trim_matches('"').to_string())
+            .filter(|s| !s.is_empty())
+            .collect();
+        declared.sort();
+
+        let capability: serde_json::Value =
+            serde_json::from_str(include_str!("../capabilities/default.json")).unwrap();
+        let mut allowed: Vec<String> = capability["permissions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|p| p.as_str()?.strip_prefix("allow-"))
+            .map(|p| p.replace('-', "_"))
+            .collect();
+        allowed.sort();
+
+        assert_eq!(
+            registered, declared,
+            "lib.rs's handlers against build.rs's COMMANDS"
+        );
+        assert_eq!(
+            registered, allowed,
+            "lib.rs's handlers against capabilities/default.json"
+        );
     }
 }

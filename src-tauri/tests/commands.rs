@@ -502,6 +502,78 @@ async fn engine_settings_and_a_model_switch_reload_and_reopen_the_conversation()
     assert_eq!(saved.model_path.as_deref(), Some(copy.as_path()));
 }
 
+#[tokio::test(flavor = "multi_thread")]
+async fn a_library_model_is_verified_and_removed_but_never_the_one_in_use() {
+    use companion_app::commands::model;
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path());
+    std::fs::create_dir_all(&cfg.models_dir).unwrap();
+    // the model in use is a model of the library (imported where it lies, so not copied)
+    let in_use = cfg.models_dir.join("gemma.gguf");
+    std::fs::copy(engine::default_model_path(), &in_use).unwrap();
+    model::import_file(&in_use, &cfg.models_dir, &cfg.database, &mut |_, _| {}).unwrap();
+    let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/fixtures/gemma-family/gemma2-softcap.q8_0.gguf");
+    let other =
+        model::import_file(&fixture, &cfg.models_dir, &cfg.database, &mut |_, _| {}).unwrap();
+    write_settings(dir.path(), json!({ "modelPath": in_use }));
+    let app = start(dir.path());
+    assert_eq!(wait_ready(&app).phase, Phase::Ready);
+    let state = app.state::<AppState>();
+    let listed = model::list_models(state.clone()).await.unwrap();
+    assert_eq!(listed.len(), 2, "{listed:?}");
+
+    // an intact copy verifies, with progress up to its whole size
+    let (progress, seen) = recorder_of::<model::ImportProgress>();
+    let ok = model::verify_model(state.clone(), other.path.clone(), progress)
+        .await
+        .unwrap();
+    assert!(ok.matches, "{ok:?}");
+    assert_eq!(ok.found, other.sha256);
+    let size = std::fs::metadata(&other.path).unwrap().len();
+    assert_eq!(seen.lock().unwrap().last().unwrap()["done"], json!(size));
+
+    // one byte changed on the disk since the import: found, with both fingerprints
+    let mut bytes = std::fs::read(&other.path).unwrap();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 0x01;
+    std::fs::write(&other.path, &bytes).unwrap();
+    let (progress, _) = recorder_of::<model::ImportProgress>();
+    let damaged = model::verify_model(state.clone(), other.path.clone(), progress)
+        .await
+        .unwrap();
+    assert!(!damaged.matches);
+    assert_eq!(damaged.expected, other.sha256);
+    assert_ne!(damaged.found, other.sha256);
+
+    // the model in use is refused, and so is a file the library does not know
+    let refused = model::remove_model(state.clone(), in_use.display().to_string())
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code, "model_in_use");
+    assert!(
+        refused.message.contains("switch to another"),
+        "{}",
+        refused.message
+    );
+    let unknown = model::remove_model(state.clone(), fixture.display().to_string())
+        .await
+        .unwrap_err();
+    assert_eq!(unknown.code, "unknown_model");
+    assert!(in_use.is_file());
+
+    // the other is removed with the library's copy of it
+    let removed = model::remove_model(state.clone(), other.path.clone())
+        .await
+        .unwrap();
+    assert!(removed.file_deleted);
+    assert!(!std::path::Path::new(&other.path).exists());
+    assert!(fixture.is_file(), "the user's own file stays");
+    let listed = model::list_models(state.clone()).await.unwrap();
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    assert!(listed[0].current);
+}
+
 /// One HTTP/1.1 request over a plain socket: (status, body).
 fn http(port: u16, method: &str, path: &str, token: Option<&str>, body: &str) -> (u16, String) {
     use std::io::{Read, Write};

@@ -253,6 +253,95 @@ pub fn import_file(
     Ok(imported.model)
 }
 
+/// The library's record of the model at `path`; a file the library does not know is refused
+/// (`what` says what was asked of it).
+fn library_record(state: &AppState, path: &Path, what: &str) -> Result<ModelRecord> {
+    library(state)
+        .into_iter()
+        .find(|m| same_file(Path::new(&m.path), path))
+        .ok_or_else(|| {
+            AppError::new(
+                "unknown_model",
+                format!("Only a model of the library can be {what}; import the file first."),
+            )
+        })
+}
+
+/// What `remove_model` did with the file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Removed {
+    /// `true`: the library's copy was deleted; `false`: the library forgot the model and its
+    /// file stays where the user keeps it (the library did not copy it).
+    pub file_deleted: bool,
+}
+
+/// Remove a model of the library (chat::models::remove_model). The model in use is refused:
+/// switch to another first.
+#[tauri::command]
+pub async fn remove_model(state: State<'_, AppState>, path: String) -> Result<Removed> {
+    let path = PathBuf::from(path);
+    let record = library_record(&state, &path, "removed")?;
+    if same_file(&path, &state.settings().model_path()) {
+        return Err(AppError::new(
+            "model_in_use",
+            format!(
+                "{} is the model in use; switch to another before removing it.",
+                record.label()
+            ),
+        ));
+    }
+    let models_dir = state.config.models_dir.clone();
+    let file_deleted =
+        state.with_store(|s| Ok(chat::models::remove_model(s, &models_dir, &record)?))?;
+    Ok(Removed { file_deleted })
+}
+
+/// What `verify_model` found.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Verification {
+    pub label: String,
+    /// The file's bytes still hash to the sha256 recorded when it was imported.
+    pub matches: bool,
+    pub expected: String,
+    pub found: String,
+}
+
+/// Hash a model of the library again (progress on `on_progress`) and compare it with the
+/// sha256 recorded at import: a file damaged on the disk since then is found here.
+#[tauri::command]
+pub async fn verify_model(
+    state: State<'_, AppState>,
+    path: String,
+    on_progress: Channel<ImportProgress>,
+) -> Result<Verification> {
+    let record = library_record(&state, Path::new(&path), "verified")?;
+    tauri::async_runtime::spawn_blocking(move || {
+        let mut shown = u64::MAX;
+        let verified = chat::models::verify_model(&record, &mut |done, total| {
+            let percent = (done * 100).checked_div(total).unwrap_or(100);
+            if percent != shown {
+                shown = percent;
+                let _ = on_progress.send(ImportProgress { done, total });
+            }
+        })?;
+        Ok(Verification {
+            label: record.label(),
+            matches: verified.matches,
+            expected: record.sha256.clone(),
+            found: verified.sha256,
+        })
+    })
+    .await
+    .map_err(|e| {
+        AppError::new(
+            "verify",
+            format!("The check stopped unexpectedly ({e}); try again."),
+        )
+    })?
+}
+
 /// Use the model at `path` (one that `list_models` gives): it is loaded in an engine of its
 /// own and checked first (chat::models::self_check); only then does the app switch to it and
 /// the engine reload. When the check fails the model in use stays, and the error says why.
