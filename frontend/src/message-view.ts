@@ -76,7 +76,15 @@ export function messageNode(message: MessageView, options: MessageOptions): HTML
   if (message.status === "stopped") meta.append(el("span", { class: "tag stopped", text: "stopped" }));
   if (message.status === "error") meta.append(el("span", { class: "tag error", text: "incomplete" }));
   if (message.role === "assistant" && message.stats) {
-    meta.append(el("span", { class: "stats", text: statsText(message.stats) }));
+    // the exact figures too, for tools that read them (the streaming benchmark)
+    meta.append(
+      el("span", {
+        class: "stats",
+        text: statsText(message.stats),
+        "data-tokens-per-second": message.stats.tokensPerSecond,
+        "data-generated-tokens": message.stats.generatedTokens,
+      }),
+    );
   }
   if (message.role === "user") {
     meta.append(
