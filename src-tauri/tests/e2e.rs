@@ -24,6 +24,15 @@ async fn launch() -> Client {
 async fn screenshot(c: &Client, name: &str) -> Vec<u8> {
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("e2e-screenshots");
     std::fs::create_dir_all(&dir).unwrap();
+    // WebDriver's screenshot is the last frame WebKit drew, which on a busy machine can be from
+    // before the last change the test waited for: wait for two frames to be drawn first
+    c.execute_async(
+        "const done = arguments[arguments.length - 1]; \
+         requestAnimationFrame(() => requestAnimationFrame(() => done(true)));",
+        vec![],
+    )
+    .await
+    .expect("two animation frames");
     let png = c.screenshot().await.expect("a screenshot");
     std::fs::write(dir.join(format!("{name}.png")), &png).unwrap();
     png
