@@ -365,7 +365,7 @@ fn copy_and_hash(
     hash_and_copy(source, Some((output, partial)), progress)
 }
 
-/// The sha256 of `source`, read once; with `copy_to`, the bytes are written there too and
+/// The sha256 of `source`, read once; with `output`, the bytes are written there too and
 /// flushed to the disk.
 fn hash_and_copy(
     source: &Path,

@@ -177,6 +177,19 @@ pub struct ImportProgress {
     pub total: u64,
 }
 
+/// A progress callback for `on_progress` that sends once per whole percent (hashing a 2-3 GB
+/// file reports every 4 MiB).
+fn per_percent(on_progress: &Channel<ImportProgress>) -> impl FnMut(u64, u64) + '_ {
+    let mut shown = u64::MAX;
+    move |done, total| {
+        let percent = (done * 100).checked_div(total).unwrap_or(100);
+        if percent != shown {
+            shown = percent;
+            let _ = on_progress.send(ImportProgress { done, total });
+        }
+    }
+}
+
 /// Pick a GGUF in a native dialog, check that Companion can run it, and copy it into the
 /// model library, reporting progress. `None`: the user cancelled.
 #[tauri::command]
@@ -205,14 +218,12 @@ pub async fn import_model<R: Runtime>(
     let database = state.config.database.clone();
     let current = state.settings().model_path();
     let imported = tauri::async_runtime::spawn_blocking(move || {
-        let mut shown = u64::MAX;
-        import_file(&source, &models_dir, &database, &mut |done, total| {
-            let percent = (done * 100).checked_div(total).unwrap_or(100);
-            if percent != shown {
-                shown = percent;
-                let _ = on_progress.send(ImportProgress { done, total });
-            }
-        })
+        import_file(
+            &source,
+            &models_dir,
+            &database,
+            &mut per_percent(&on_progress),
+        )
     })
     .await
     .map_err(|e| {
@@ -318,14 +329,7 @@ pub async fn verify_model(
 ) -> Result<Verification> {
     let record = library_record(&state, Path::new(&path), "verified")?;
     tauri::async_runtime::spawn_blocking(move || {
-        let mut shown = u64::MAX;
-        let verified = chat::models::verify_model(&record, &mut |done, total| {
-            let percent = (done * 100).checked_div(total).unwrap_or(100);
-            if percent != shown {
-                shown = percent;
-                let _ = on_progress.send(ImportProgress { done, total });
-            }
-        })?;
+        let verified = chat::models::verify_model(&record, &mut per_percent(&on_progress))?;
         Ok(Verification {
             label: record.label(),
             matches: verified.matches,
