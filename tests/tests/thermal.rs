@@ -319,8 +319,11 @@ fn cancel_ends_a_paused_reply_at_once() {
         .unwrap();
     let mut cancelled_at = None;
     let trace = record(handle, |trace, handle| {
+        // The critical notice comes before the prompt is processed, and the pause only after
+        // the prompt's token: cancel once that token is out, i.e. while the reply is paused (a
+        // cancel during a slow prefill would end the reply before it had any token).
         let paused = trace.notices.iter().any(|(_, _, n)| n.rate_percent == 0);
-        if paused && cancelled_at.is_none() {
+        if paused && !trace.tokens.is_empty() && cancelled_at.is_none() {
             std::thread::sleep(Duration::from_millis(300));
             handle.cancel();
             cancelled_at = Some(Instant::now());
