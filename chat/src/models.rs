@@ -6,7 +6,9 @@
 //!   [`engine::inspect_model`]; the free disk space first; then one pass that copies through a
 //!   temporary file while hashing (a 2-3 GB file is read once, with progress), compares with
 //!   the sha256 the user gave, and renames into place only when everything matched. A failure
-//!   at any step leaves nothing behind.
+//!   at any step leaves nothing behind. The temporary file is locked while it is written, so
+//!   one left by an import that was killed (the only way one can stay) is known by its lock
+//!   being free and is removed by the next import, never one that another process is writing.
 //! - Versions are the store's rule (memory/src/store/models.rs): same name, other sha256.
 //! - A switch loads the new model in its own engine and generates a few greedy tokens with
 //!   finite logits before it is recorded as in use; when that fails the model in use stays
@@ -73,8 +75,43 @@ impl PartialFile for std::fs::File {
 
 type CreatePartial<'a> = dyn Fn(&Path) -> std::io::Result<Box<dyn PartialFile>> + 'a;
 
+/// The temporary file, locked (`flock`) for as long as this import holds it open. Where the
+/// file system has no locks it is written unlocked, and [`sweep_stale_partials`] keeps it.
 fn create_partial(path: &Path) -> std::io::Result<Box<dyn PartialFile>> {
-    Ok(Box::new(std::fs::File::create(path)?))
+    let file = std::fs::File::create(path)?;
+    let _ = file.try_lock();
+    Ok(Box::new(file))
+}
+
+fn is_partial_name(name: &str) -> bool {
+    name.starts_with('.') && name.ends_with(".partial")
+}
+
+/// Remove the temporary copies in `models_dir` that no import holds any more (one that was
+/// killed mid-copy): a file whose lock can be taken has no writer. Returns how many went.
+pub fn sweep_stale_partials(models_dir: &Path) -> usize {
+    let Ok(entries) = std::fs::read_dir(models_dir) else {
+        return 0;
+    };
+    let mut removed = 0;
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        if !is_partial_name(&name.to_string_lossy()) {
+            continue;
+        }
+        let path = entry.path();
+        let Ok(file) = std::fs::File::open(&path) else {
+            continue;
+        };
+        // held while the file is removed, so no import can take it over in between
+        if file.try_lock().is_ok() && std::fs::remove_file(&path).is_ok() {
+            removed += 1;
+        }
+    }
+    if removed > 0 {
+        tracing::info!(removed, "removed the partial copies of interrupted imports");
+    }
+    removed
 }
 
 fn import_through(
@@ -102,6 +139,8 @@ fn import_through(
             .unwrap_or_else(|| source_name.clone())
     });
     std::fs::create_dir_all(models_dir).map_err(|e| io("create", models_dir, e))?;
+    // an interrupted import's copy takes room this one may need
+    sweep_stale_partials(models_dir);
     let free = fs4::available_space(models_dir)
         .map_err(|e| io("read the free space of", models_dir, e))?;
     let in_place = same_file(source, &models_dir.join(&source_name));
@@ -119,10 +158,15 @@ fn import_through(
     }
 
     let partial = models_dir.join(format!(".{source_name}.{}.partial", std::process::id()));
+    // the copy's handle stays open (and locked) until it is renamed into place or removed
+    let mut _held = None;
     let copied = if in_place {
         hash_file(source, progress).map(|sha| (sha, None))
     } else {
-        copy_and_hash(source, &partial, create, progress).map(|sha| (sha, Some(partial.clone())))
+        copy_and_hash(source, &partial, create, progress).map(|(sha, file)| {
+            _held = Some(file);
+            (sha, Some(partial.clone()))
+        })
     };
     let (sha256, partial) = match copied {
         Ok(done) => done,
@@ -354,22 +398,23 @@ fn hash_file(path: &Path, progress: &mut dyn FnMut(u64, u64)) -> Result<String> 
 }
 
 /// Copy `source` to `partial` (made by `create`), hashing what is read, and flush it to the
-/// disk.
+/// disk; returns the sha256 and the still open copy.
 fn copy_and_hash(
     source: &Path,
     partial: &Path,
     create: &CreatePartial<'_>,
     progress: &mut dyn FnMut(u64, u64),
-) -> Result<String> {
-    let output = create(partial).map_err(|e| io("write", partial, e))?;
-    hash_and_copy(source, Some((output, partial)), progress)
+) -> Result<(String, Box<dyn PartialFile>)> {
+    let mut output = create(partial).map_err(|e| io("write", partial, e))?;
+    let sha = hash_and_copy(source, Some((output.as_mut(), partial)), progress)?;
+    Ok((sha, output))
 }
 
 /// The sha256 of `source`, read once; with `output`, the bytes are written there too and
 /// flushed to the disk.
 fn hash_and_copy(
     source: &Path,
-    mut output: Option<(Box<dyn PartialFile>, &Path)>,
+    mut output: Option<(&mut dyn PartialFile, &Path)>,
     progress: &mut dyn FnMut(u64, u64),
 ) -> Result<String> {
     let mut input = std::fs::File::open(source).map_err(|e| io("read", source, e))?;
@@ -391,7 +436,7 @@ fn hash_and_copy(
         done += n as u64;
         progress(done, total);
     }
-    if let Some((mut file, path)) = output {
+    if let Some((file, path)) = output {
         file.sync().map_err(|e| io("write", path, e))?;
     }
     Ok(hex(&hasher.finalize()))
@@ -531,5 +576,51 @@ mod tests {
         let kept = import_model(&store, &models, &source, None, &mut |_, _| {}).unwrap();
         assert!(kept.added);
         assert_eq!(std::fs::read_dir(&models).unwrap().count(), 1);
+    }
+
+    fn names(dir: &Path) -> Vec<String> {
+        let mut n: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        n.sort();
+        n
+    }
+
+    #[test]
+    fn a_killed_imports_copy_is_swept_but_never_one_being_written() {
+        let source = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../tests/fixtures/gemma-family/gemma1-mqa.q8_0.gguf");
+        let dir = tempfile::tempdir().unwrap();
+        let models = dir.path().join("models");
+        std::fs::create_dir_all(&models).unwrap();
+        // what a killed import leaves: its copy, no process holding it
+        let stale = models.join(".gemma.gguf.4242.partial");
+        std::fs::write(&stale, vec![7u8; 4096]).unwrap();
+        // another import (as if in another process) still writing its copy
+        let busy = models.join(".other.gguf.4343.partial");
+        let writing = create_partial(&busy).unwrap();
+        // the user's own files stay whatever their names
+        std::fs::write(models.join("notes.partial.txt"), "mine").unwrap();
+        std::fs::write(models.join("visible.partial"), "mine").unwrap();
+
+        let store = Store::open(dir.path().join("c.db")).unwrap().store;
+        let kept = import_model(&store, &models, &source, None, &mut |_, _| {}).unwrap();
+        assert!(kept.added);
+        assert_eq!(
+            names(&models),
+            [
+                ".other.gguf.4343.partial",
+                "gemma1-mqa.q8_0.gguf",
+                "notes.partial.txt",
+                "visible.partial"
+            ]
+        );
+        // once its writer is gone, it is stale too
+        drop(writing);
+        assert_eq!(sweep_stale_partials(&models), 1);
+        assert!(!busy.exists());
+        assert_eq!(sweep_stale_partials(&models), 0);
+        assert_eq!(sweep_stale_partials(&dir.path().join("absent")), 0);
     }
 }
