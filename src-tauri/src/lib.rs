@@ -14,6 +14,7 @@ pub mod settings_file;
 pub mod shared;
 pub mod shutdown;
 pub mod state;
+pub mod text_batch;
 pub mod views;
 pub mod worker;
 

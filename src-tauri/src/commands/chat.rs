@@ -1,8 +1,10 @@
 //! A turn of the conversation: the draft prefilled while the user types, send, regenerate,
 //! edit-and-resend, stop. Replies stream over a `tauri::ipc::Channel` tied to the command
-//! (ordered, unlike global events); the reply itself runs on the worker thread.
+//! (ordered, unlike global events), their text in batches ([`crate::text_batch`]); the reply
+//! itself runs on the worker thread.
 
 use std::sync::atomic::Ordering;
+use std::time::Instant;
 
 use chat::{ConversationManager, Turn, TurnEvent};
 use engine::{GenerateParams, ThermalNotice};
@@ -12,6 +14,7 @@ use tauri::ipc::Channel;
 
 use crate::error::{AppError, Result};
 use crate::state::AppState;
+use crate::text_batch::TextBatch;
 use crate::views::{MessageView, ReplyStats};
 use crate::worker::Worker;
 
@@ -141,17 +144,38 @@ fn turn(
     }
     shared.reply_cancel.store(false, Ordering::Relaxed);
     shared.replying.store(true, Ordering::Relaxed);
+    // the webview may have gone (window closed): the reply is saved all the same
+    let send = |event: ChatEvent| {
+        let _ = channel.send(event);
+    };
+    let mut batch = TextBatch::default();
     let result = f(manager, &params, &shared.reply_cancel, &mut |event| {
+        let now = Instant::now();
         let event = match event {
+            TurnEvent::Text(t) => {
+                if let Some(text) = batch.push(t, now) {
+                    send(ChatEvent::Text(text));
+                }
+                return;
+            }
+            TurnEvent::Tick => {
+                if let Some(text) = batch.due(now) {
+                    send(ChatEvent::Text(text));
+                }
+                return;
+            }
             TurnEvent::User(m) => ChatEvent::User(m.into()),
             TurnEvent::Summarizing => ChatEvent::Summarizing,
-            TurnEvent::Text(t) => ChatEvent::Text(t.to_string()),
             TurnEvent::Thermal(n) => ChatEvent::Thermal(n.clone()),
-            TurnEvent::Tick => return,
         };
-        // the webview may have gone (window closed): the reply is saved all the same
-        let _ = channel.send(event);
+        if let Some(text) = batch.flush(now) {
+            send(ChatEvent::Text(text));
+        }
+        send(event);
     });
+    if let Some(text) = batch.flush(Instant::now()) {
+        send(ChatEvent::Text(text));
+    }
     shared.replying.store(false, Ordering::Relaxed);
     // the user may have typed their next message while this reply streamed
     let draft = shared.draft();
@@ -169,12 +193,12 @@ fn turn(
                 &turn.generation.stats,
                 turn.generation.stop_reason,
             ));
-            let _ = channel.send(ChatEvent::Done(reply.clone()));
+            send(ChatEvent::Done(reply.clone()));
             Ok(reply)
         }
         Err(e) => {
             let e = AppError::from(e);
-            let _ = channel.send(ChatEvent::Error(e.clone()));
+            send(ChatEvent::Error(e.clone()));
             Err(e)
         }
     }
