@@ -16,6 +16,7 @@ pub mod shutdown;
 pub mod state;
 pub mod text_batch;
 pub mod views;
+pub mod webview_painting;
 pub mod worker;
 
 use std::sync::Arc;
@@ -120,11 +121,18 @@ pub fn on_exit<R: Runtime>(app: &tauri::AppHandle<R>) {
 /// Start the desktop app (or, on iOS, the mobile entry point).
 #[cfg_attr(mobile, tauri::mobile_entry_point)]
 pub fn run() {
+    // first: it sets the environment, which is only sound while this is the only thread
+    #[cfg(target_os = "linux")]
+    let software_painting = webview_painting::paint_without_compositing_where_there_is_no_gpu();
     let config = AppConfig::from_env();
     // before anything else, so that a failure to start is in the log too; an app without a
     // log still runs
     if let Err(e) = logging::install(&logging::log_dir(&config.database)) {
         eprintln!("Companion runs without a log: {e}");
+    }
+    #[cfg(target_os = "linux")]
+    if software_painting {
+        tracing::info!("no GPU render node: the webview paints without compositing");
     }
     let app = builder(tauri::Builder::default(), config).build(tauri::generate_context!());
     match app {
