@@ -23,11 +23,13 @@ export const DRAFT_DEBOUNCE_MS = 150;
 /** Shown above a conversation that was held with another model (Resume `otherModel`). */
 export const OTHER_MODEL_NOTICE =
   "This conversation was held with another model. Its history was read again on the model in use now, which writes the replies from here on.";
-/** The streaming bubble is re-rendered at most this often. Each paint re-renders the reply's
- *  Markdown and the webview lays out and draws the bubble again; where WebKit draws on the CPU
- *  (Linux without a GPU), painting every 50 ms took a third of the engine's decode rate
- *  (scripts/bench-app: 0.64 of the CLI's), and every 150 ms about 6%. */
-export const STREAM_PAINT_MS = 150;
+/** The streaming bubble is re-rendered at most this often (five times a second). Each paint
+ *  re-renders the reply's Markdown and the webview lays out and draws the bubble again; where
+ *  WebKit draws on the CPU (Linux without a GPU), painting every 50 ms took a third of the
+ *  engine's decode rate (scripts/bench-app: 0.64 of the CLI's). With text batches of 100 ms and
+ *  no compositing, the interface's CPU while a reply streams was 17% of a core at 150 ms and
+ *  14% at 200 ms (bench-app's "UI CPU"; 8% with the message list hidden). */
+export const STREAM_PAINT_MS = 200;
 const HIGHLIGHT_MS = 2000;
 
 export interface ChatHooks {

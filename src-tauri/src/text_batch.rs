@@ -5,7 +5,7 @@
 //! GTK main thread, run by the web process), and on a machine whose cores the engine uses for
 //! decoding that work is taken from the decode: `scripts/bench-app` measured the app at 0.93
 //! of the CLI's decode rate with the message list hidden, i.e. from the per-token messages
-//! alone. The page paints the streaming reply every 150 ms (`STREAM_PAINT_MS` in
+//! alone. The page paints the streaming reply every 200 ms (`STREAM_PAINT_MS` in
 //! frontend/src/chat.ts), so a batch every 100 ms shows the same text at the same paints.
 //!
 //! The first piece goes at once (the reply must start the moment it exists), and a batch is
