@@ -114,3 +114,56 @@ fn the_openai_client_works_against_companion_serve() {
     assert_eq!(messages.len(), 2);
     assert_eq!(messages[0].text, "Remember this exchange.");
 }
+
+/// `companion serve | head -1`: whoever started the server stops reading its output. The
+/// server goes on serving; writing its banner to a closed pipe must not end it.
+#[test]
+fn the_server_outlives_a_closed_stdout() {
+    use std::io::{Read, Write};
+    let dir = tempfile::tempdir().unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut server = Server(
+        Command::new(env!("CARGO_BIN_EXE_companion"))
+            .args(["serve", "--port", &port.to_string(), "--context", CONTEXT])
+            .arg("--db")
+            .arg(dir.path().join("companion.db"))
+            .env("COMPANION_API_TOKEN", TOKEN)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("companion serve starts"),
+    );
+    // closed before the server has written anything
+    drop(server.0.stdout.take());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    loop {
+        if let Some(status) = server.0.try_wait().unwrap() {
+            panic!("the server ended when its output was closed: {status}");
+        }
+        if let Ok(mut c) = std::net::TcpStream::connect(("127.0.0.1", port)) {
+            write!(
+                c,
+                "GET /v1/models HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAuthorization: Bearer {TOKEN}\r\nConnection: close\r\n\r\n"
+            )
+            .unwrap();
+            let mut reply = String::new();
+            let _ = c.read_to_string(&mut reply);
+            if reply.starts_with("HTTP/1.1 200") {
+                assert!(reply.contains("\"object\":\"list\""), "{reply}");
+                break;
+            }
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the server did not answer"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    // still serving after its banner went nowhere
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert!(server.0.try_wait().unwrap().is_none(), "the server ended");
+}

@@ -53,15 +53,22 @@ pub fn run(args: Args) -> Result<()> {
             api::TokenSource::Environment => "from COMPANION_API_TOKEN".to_string(),
             api::TokenSource::File(path) => format!("in {}", path.display()),
         };
-        println!(
+        // Written, not println!'d: whoever started the server may stop reading its output
+        // once it has the address (`companion serve | head -1`, a script, the test), and a
+        // closed pipe must not end the server (println! panics on it).
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(
+            out,
             "Companion API on http://{addr}/v1 (model {}; bearer token {token_at})",
             state.model_id().unwrap_or_default()
         );
-        println!(
+        let _ = writeln!(
+            out,
             "requests are not saved unless they send `{}: true`; Ctrl-C stops the server",
             api::SAVE_HEADER
         );
-        let _ = std::io::stdout().flush();
+        let _ = out.flush();
+        drop(out);
         api::serve(listener, state, async {
             let _ = tokio::signal::ctrl_c().await;
         })
