@@ -158,17 +158,15 @@ fn import_through(
     }
 
     let partial = models_dir.join(format!(".{source_name}.{}.partial", std::process::id()));
-    // the copy's handle stays open (and locked) until it is renamed into place or removed
-    let mut _held = None;
+    // `_held`: the copy's handle stays open (and locked) until it is renamed into place or
+    // removed, i.e. to the end of this function
     let copied = if in_place {
-        hash_file(source, progress).map(|sha| (sha, None))
+        hash_file(source, progress).map(|sha| (sha, None, None))
     } else {
-        copy_and_hash(source, &partial, create, progress).map(|(sha, file)| {
-            _held = Some(file);
-            (sha, Some(partial.clone()))
-        })
+        copy_and_hash(source, &partial, create, progress)
+            .map(|(sha, file)| (sha, Some(partial.clone()), Some(file)))
     };
-    let (sha256, partial) = match copied {
+    let (sha256, partial, _held) = match copied {
         Ok(done) => done,
         Err(e) => {
             let _ = std::fs::remove_file(&partial);

@@ -148,34 +148,25 @@ fn turn(
     let send = |event: ChatEvent| {
         let _ = channel.send(event);
     };
+    let send_text = |text: Option<String>| {
+        if let Some(text) = text {
+            send(ChatEvent::Text(text));
+        }
+    };
     let mut batch = TextBatch::default();
     let result = f(manager, &params, &shared.reply_cancel, &mut |event| {
         let now = Instant::now();
         let event = match event {
-            TurnEvent::Text(t) => {
-                if let Some(text) = batch.push(t, now) {
-                    send(ChatEvent::Text(text));
-                }
-                return;
-            }
-            TurnEvent::Tick => {
-                if let Some(text) = batch.due(now) {
-                    send(ChatEvent::Text(text));
-                }
-                return;
-            }
+            TurnEvent::Text(t) => return send_text(batch.push(t, now)),
+            TurnEvent::Tick => return send_text(batch.due(now)),
             TurnEvent::User(m) => ChatEvent::User(m.into()),
             TurnEvent::Summarizing => ChatEvent::Summarizing,
             TurnEvent::Thermal(n) => ChatEvent::Thermal(n.clone()),
         };
-        if let Some(text) = batch.flush(now) {
-            send(ChatEvent::Text(text));
-        }
+        send_text(batch.flush(now));
         send(event);
     });
-    if let Some(text) = batch.flush(Instant::now()) {
-        send(ChatEvent::Text(text));
-    }
+    send_text(batch.flush(Instant::now()));
     shared.replying.store(false, Ordering::Relaxed);
     // the user may have typed their next message while this reply streamed
     let draft = shared.draft();
