@@ -17,23 +17,24 @@ use memory::Store;
 
 /// Companion's own files for a database at `db`: everything the store keeps beside it
 /// ([`memory::store_files`]), the log folder beside it (the log names files and
-/// conversations), and the default data folder. Tools never list or read them.
+/// conversations), and the platform's data folder (not the folder `COMPANION_DB` put the
+/// database in: that may be any folder of the user's). Tools never list or read them.
 pub fn private_paths(db: &Path) -> Vec<PathBuf> {
     let mut paths = memory::store_files(db);
     paths.push(logging::log_dir(db));
-    if let Some(data_dir) = memory::default_database_path().parent() {
-        paths.push(data_dir.to_path_buf());
-    }
+    paths.push(memory::default_data_dir());
     paths
 }
 
 /// The grants the user keeps in the store, then `extra` (a command line's `--allow`), with
-/// the store's own files private.
+/// the store's own files private. A kept grant whose folder is gone (a disk unplugged, the
+/// folder moved) is left out rather than failing every tool: the app shows it as missing.
 pub fn sandbox_for(store: &Store, extra: &[GrantSpec]) -> agent::Result<Sandbox> {
     let mut specs: Vec<GrantSpec> = store
         .folder_grants()
         .map_err(host::host_error)?
         .into_iter()
+        .filter(|g| Path::new(&g.path).is_dir())
         .map(|g| GrantSpec {
             path: PathBuf::from(g.path),
             mode: match g.mode {

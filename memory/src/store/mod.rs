@@ -266,6 +266,13 @@ pub fn default_database_path() -> PathBuf {
     if let Some(p) = std::env::var_os("COMPANION_DB").filter(|p| !p.is_empty()) {
         return p.into();
     }
+    default_data_dir().join("companion.db")
+}
+
+/// The platform's data folder for Companion (`~/Library/Application Support/Companion`, or
+/// `$XDG_DATA_HOME/companion`, else `~/.local/share/companion`), whatever `COMPANION_DB` says:
+/// a database moved elsewhere does not make the folder it was moved to Companion's.
+pub fn default_data_dir() -> PathBuf {
     let home = std::env::var_os("HOME").map(PathBuf::from);
     let base = if cfg!(target_os = "macos") {
         home.map(|h| h.join("Library/Application Support/Companion"))
@@ -277,7 +284,6 @@ pub fn default_database_path() -> PathBuf {
             .map(|d| d.join("companion"))
     };
     base.unwrap_or_else(|| PathBuf::from("."))
-        .join("companion.db")
 }
 
 /// `NAME.what` beside the database `NAME`.
