@@ -170,3 +170,44 @@ impl TokenConstraint for StopAtToken {
         Ok(token == self.opener)
     }
 }
+
+/// Lets every token through but those that could open a call: Gemma 4's `<|tool_call>`, or,
+/// in the fenced format, every token with a backtick in it (so the fence cannot be spelled).
+/// What the loop decodes the answer under once the model may make no more calls.
+pub struct NoCalls {
+    allowed: Vec<u32>,
+}
+
+impl NoCalls {
+    pub fn new(format: agent::calls::CallFormat, tokenizer: &GemmaTokenizer) -> Self {
+        let vocab = tokenizer.vocab();
+        let mut allowed = vec![u32::MAX; vocab.len().div_ceil(32)];
+        // the bits past the vocabulary's end stay set; the engine never offers those ids
+        let mut ban = |id: u32| allowed[id as usize / 32] &= !(1 << (id % 32));
+        match format {
+            agent::calls::CallFormat::FencedJson => {
+                for id in 0..vocab.len() as u32 {
+                    if vocab.piece(id).contains(&b'`') {
+                        ban(id);
+                    }
+                }
+            }
+            agent::calls::CallFormat::Gemma4 => {
+                if let Some(id) = vocab.id_of(agent::calls::call_opener(format)) {
+                    ban(id);
+                }
+            }
+        }
+        NoCalls { allowed }
+    }
+}
+
+impl TokenConstraint for NoCalls {
+    fn allowed(&mut self) -> std::result::Result<&[u32], ConstraintError> {
+        Ok(&self.allowed)
+    }
+
+    fn accept(&mut self, _token: u32) -> std::result::Result<bool, ConstraintError> {
+        Ok(false)
+    }
+}

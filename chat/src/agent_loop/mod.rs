@@ -11,7 +11,9 @@ pub mod model;
 pub mod run;
 pub mod turn;
 
-pub use grammar::{CallConstraint, CallGrammar, StopAtToken, token_env};
+pub use grammar::{CallConstraint, CallGrammar, NoCalls, StopAtToken, token_env};
 pub use model::{AgentModel, EngineModel, Phase, ScriptedCalls};
 pub use run::{Agent, AgentEvent, AgentOutcome, AgentParams, AgentStop, StepRecord};
-pub use turn::{call_format, call_prompt, encode_pieces, opened_call, watch_for_call};
+pub use turn::{
+    answer_prompt, call_format, call_prompt, encode_pieces, opened_call, watch_for_call,
+};

@@ -24,6 +24,8 @@ pub enum Phase {
     Free,
     /// A call's body, after the opener, under the call grammar.
     Call,
+    /// The answer once no more calls may be made (the step limit), calls masked out.
+    Answer,
 }
 
 /// One generation, as the agent loop needs it.

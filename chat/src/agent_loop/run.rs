@@ -22,9 +22,11 @@ use engine::{GenerateParams, SamplingParams, StopReason};
 use serde::Serialize;
 use serde_json::Value;
 
-use super::grammar::CallGrammar;
+use super::grammar::{CallGrammar, NoCalls};
 use super::model::{AgentModel, Phase};
-use super::turn::{call_format, call_prompt, encode_pieces, opened_call, watch_for_call};
+use super::turn::{
+    answer_prompt, call_format, call_prompt, encode_pieces, opened_call, watch_for_call,
+};
 use crate::error::Result;
 
 #[derive(Debug, Clone)]
@@ -66,8 +68,12 @@ pub enum AgentStop {
     Answered,
     /// The answer reached its token limit.
     MaxTokens,
-    /// The model wanted another call after `max_steps`.
+    /// The model wanted another call after `max_steps`; it then answered with calls masked
+    /// out.
     StepLimit,
+    /// The model wanted another call, but the context had no room left for its result; it
+    /// answered with calls masked out.
+    NoRoomForResults,
     ContextFull,
     Cancelled,
 }
@@ -204,7 +210,45 @@ fn fit_result(
     }
 }
 
+/// A result given less room than this would say nothing: the call is not run, and the model
+/// answers with what it has.
+const MIN_RESULT_TOKENS: usize = 64;
+
 impl Agent<'_> {
+    /// The model's answer from `prompt` and the text it wrote before opening a call
+    /// (`opened`), decoded with every way of opening a call masked out: the whole text of its
+    /// turn, and why the run ends — `stop`, or `Cancelled` when the user stopped the answer.
+    fn answer_without_calls(
+        &mut self,
+        format: calls::CallFormat,
+        prompt: Vec<u32>,
+        opened: &engine::Generation,
+        emit: &dyn Fn(AgentEvent),
+        stop: AgentStop,
+    ) -> Result<(String, AgentStop)> {
+        let tokenizer = self.model.tokenizer().clone();
+        let prompt = answer_prompt(format, &tokenizer, prompt, opened)?;
+        let room = self.model.context().saturating_sub(prompt.len() + 1);
+        let answer = self.model.generate(
+            Phase::Answer,
+            prompt,
+            GenerateParams {
+                max_tokens: self.params.answer_max_tokens.min(room),
+                sampling: self.params.sampling.clone(),
+                stop_strings: Vec::new(),
+                ignore_eos: false,
+            },
+            Some(Box::new(NoCalls::new(format, &tokenizer))),
+            &self.cancel,
+            &mut |t| emit(AgentEvent::Text(t.to_string())),
+        )?;
+        let stop = match answer.stop_reason {
+            StopReason::Cancelled => AgentStop::Cancelled,
+            _ => stop,
+        };
+        Ok((format!("{}{}", opened.text, answer.text), stop))
+    }
+
     /// Run `task` after `history` (earlier turns of the conversation, if any).
     pub fn run(
         &mut self,
@@ -281,16 +325,22 @@ impl Agent<'_> {
             }
             let text_before = generation.text.clone();
             if steps.len() >= params.max_steps {
-                answer = text_before.trim().to_string();
-                entries.push(Entry::Model {
-                    text: text_before,
-                    call: None,
-                });
-                break AgentStop::StepLimit;
+                // the model wants a call past the limit: it answers from what it has, with
+                // every way of opening a call masked out, rather than end with nothing said
+                let (text, stop) = self.answer_without_calls(
+                    format,
+                    prompt,
+                    &generation,
+                    &emit,
+                    AgentStop::StepLimit,
+                )?;
+                answer = text.trim().to_string();
+                entries.push(Entry::Model { text, call: None });
+                break stop;
             }
             let step = steps.len() + 1;
 
-            let call_prompt = call_prompt(format, &tokenizer, prompt, &generation)?;
+            let call_prompt = call_prompt(format, &tokenizer, prompt.clone(), &generation)?;
             let room = context.saturating_sub(call_prompt.len() + 1);
             let constraint = self.grammar.constraint(&lark)?;
             let call_generation = self.model.generate(
@@ -341,6 +391,25 @@ impl Agent<'_> {
                     continue;
                 }
             };
+            // what the context can still take: the call itself, then the result, then room
+            // for the answer; a call whose result could not be seen is not run
+            let used = call_prompt.len() + call_generation.ids.len() + 32;
+            let room = context
+                .saturating_sub(used + params.answer_reserve_tokens)
+                .min(params.result_max_tokens);
+            if room < MIN_RESULT_TOKENS {
+                tracing::info!(step, "context too full for another result; answering");
+                let (text, stop) = self.answer_without_calls(
+                    format,
+                    prompt,
+                    &generation,
+                    &emit,
+                    AgentStop::NoRoomForResults,
+                )?;
+                answer = text.trim().to_string();
+                entries.push(Entry::Model { text, call: None });
+                break stop;
+            }
             emit(AgentEvent::CallStarted {
                 step,
                 tool: call.name.clone(),
@@ -369,12 +438,6 @@ impl Agent<'_> {
                 Ok(out) => (out, None),
                 Err(e) => (error_output(&call.name, &e), Some(e.code().to_string())),
             };
-            // what the context can still take: the call itself, then the result, then room
-            // for the answer
-            let used = call_prompt.len() + call_generation.ids.len() + 32;
-            let room = context
-                .saturating_sub(used + params.answer_reserve_tokens)
-                .min(params.result_max_tokens);
             let (result, cut) = fit_result(&tokenizer, &output.text_for_model, room)?;
             tracing::info!(
                 step,

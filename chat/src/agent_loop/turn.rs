@@ -75,6 +75,32 @@ pub fn call_prompt(
     Ok(prompt)
 }
 
+/// The prompt to go on from the model's text *without* the call it opened: `prompt`, then
+/// the text before the opener (Gemma 1-3), or the ids before `<|tool_call>` (Gemma 4).
+pub fn answer_prompt(
+    format: CallFormat,
+    tokenizer: &GemmaTokenizer,
+    mut prompt: Vec<u32>,
+    opened: &Generation,
+) -> Result<Vec<u32>> {
+    match format {
+        CallFormat::FencedJson => {
+            if !opened.text.is_empty() {
+                prompt.extend(encode_pieces(
+                    tokenizer,
+                    &[Piece::Text(opened.text.clone())],
+                    false,
+                )?);
+            }
+        }
+        CallFormat::Gemma4 => {
+            let n = opened.ids.len().saturating_sub(1);
+            prompt.extend_from_slice(&opened.ids[..n]);
+        }
+    }
+    Ok(prompt)
+}
+
 /// The call format of this model's vocabulary: Gemma 4's tokens where it has them.
 pub fn call_format(tokenizer: &GemmaTokenizer) -> CallFormat {
     let vocab = tokenizer.vocab();

@@ -197,9 +197,14 @@ impl StepPrinter {
                     AgentStop::Answered => {}
                     AgentStop::MaxTokens => eprintln!("(the answer reached its token limit)"),
                     AgentStop::StepLimit => {
-                        eprintln!("(stopped: the step limit of {steps} tool calls was reached)")
+                        eprintln!(
+                            "(the step limit of {steps} tool calls was reached: it answered with what it had)"
+                        )
                     }
                     AgentStop::ContextFull => eprintln!("(stopped: the context is full)"),
+                    AgentStop::NoRoomForResults => eprintln!(
+                        "(the context had no room for another result: it answered with what it had)"
+                    ),
                     AgentStop::Cancelled => eprintln!("(stopped)"),
                 }
             }
