@@ -26,5 +26,7 @@ pub mod tools;
 
 pub use documents::{DocumentJob, DocumentParams, DocumentSummary, JobProgress};
 pub use error::{Error, Result};
-pub use manager::{ConversationManager, ManagerConfig, Resume, Turn, TurnEvent};
+pub use manager::{
+    ConversationManager, ManagerConfig, Resume, ToolTurn, ToolTurnCall, Tools, Turn, TurnEvent,
+};
 pub use summarizer::EngineSummarizer;

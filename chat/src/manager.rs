@@ -20,6 +20,10 @@ use crate::error::{Error, Result};
 use crate::prompt::chat_messages;
 use crate::summarizer::EngineSummarizer;
 
+mod tools;
+
+pub use tools::{TOOL_CALLS_KEY, ToolTurn, ToolTurnCall, Tools, calls_of};
+
 /// The title of a conversation until its first message names it.
 pub const NEW_CONVERSATION_TITLE: &str = "New conversation";
 
@@ -72,6 +76,10 @@ pub enum TurnEvent<'a> {
     Thermal(&'a engine::ThermalNotice),
     /// Nothing arrived for a moment: a chance to look at input (e.g. to resume a pause).
     Tick,
+    /// A step of a turn with tools ([`ConversationManager::send_with_tools`]): a call
+    /// started, waits for the user's approval, progressed or finished, or the run ended. Its
+    /// text comes as `Text`.
+    Tool(&'a crate::agent_loop::AgentEvent),
 }
 
 /// What a turn produced.
@@ -230,37 +238,7 @@ impl ConversationManager {
         cancel: &AtomicBool,
         on_event: &mut dyn FnMut(TurnEvent<'_>),
     ) -> Result<Turn> {
-        let id = self.open.clone().ok_or(Error::NoConversation)?;
-        // from this turn on the conversation is held with this model (a read, not a synced
-        // write, on every turn after the first)
-        let model_sha256 = self.snapshot_key()?.model_sha256;
-        if self.store.conversation_model_sha256(&id)?.as_deref() != Some(model_sha256.as_str()) {
-            self.store
-                .set_conversation_model_sha256(&id, &model_sha256)?;
-        }
-        let user = self.store.append_message(
-            &id,
-            &NewMessage::complete(Role::User, text, Some(self.count_tokens(text)? as i64)),
-        )?;
-        if user.seq == 0 && self.store.conversation(&id)?.title == NEW_CONVERSATION_TITLE {
-            self.store.rename_conversation(&id, &title_from(text))?;
-        }
-        on_event(TurnEvent::User(&user));
-        let mut announced = false;
-        let mut on_summarize = || {
-            if !announced {
-                announced = true;
-                on_event(TurnEvent::Summarizing);
-            }
-        };
-        let (summaries_made, prompt_tokens) = match self.compact_with(&id, &mut on_summarize) {
-            Ok(outcome) => (outcome.summaries_made, outcome.prompt_tokens),
-            Err(e) => {
-                // the message cannot be answered: take it back rather than leave it unanswered
-                self.store.truncate_messages(&id, user.seq)?;
-                return Err(e);
-            }
-        };
+        let (id, user, summaries_made, prompt_tokens) = self.begin_turn(text, on_event)?;
         let messages = self.history()?;
         let handle = self
             .engine
@@ -298,6 +276,48 @@ impl ConversationManager {
                 Err(e)
             }
         }
+    }
+
+    /// The start of every turn: hold the conversation with this model, commit `text` as the
+    /// user's message (naming a new conversation after it), and summarize older turns if the
+    /// prompt passed its high-water mark. A message that cannot be answered is taken back.
+    fn begin_turn(
+        &mut self,
+        text: &str,
+        on_event: &mut dyn FnMut(TurnEvent<'_>),
+    ) -> Result<(ConversationId, Message, usize, usize)> {
+        let id = self.open.clone().ok_or(Error::NoConversation)?;
+        // from this turn on the conversation is held with this model (a read, not a synced
+        // write, on every turn after the first)
+        let model_sha256 = self.snapshot_key()?.model_sha256;
+        if self.store.conversation_model_sha256(&id)?.as_deref() != Some(model_sha256.as_str()) {
+            self.store
+                .set_conversation_model_sha256(&id, &model_sha256)?;
+        }
+        let user = self.store.append_message(
+            &id,
+            &NewMessage::complete(Role::User, text, Some(self.count_tokens(text)? as i64)),
+        )?;
+        if user.seq == 0 && self.store.conversation(&id)?.title == NEW_CONVERSATION_TITLE {
+            self.store.rename_conversation(&id, &title_from(text))?;
+        }
+        on_event(TurnEvent::User(&user));
+        let mut announced = false;
+        let mut on_summarize = || {
+            if !announced {
+                announced = true;
+                on_event(TurnEvent::Summarizing);
+            }
+        };
+        let (summaries_made, prompt_tokens) = match self.compact_with(&id, &mut on_summarize) {
+            Ok(outcome) => (outcome.summaries_made, outcome.prompt_tokens),
+            Err(e) => {
+                // the message cannot be answered: take it back rather than leave it unanswered
+                self.store.truncate_messages(&id, user.seq)?;
+                return Err(e);
+            }
+        };
+        Ok((id, user, summaries_made, prompt_tokens))
     }
 
     fn stream(
@@ -341,16 +361,8 @@ impl ConversationManager {
         cancel: &AtomicBool,
         on_event: &mut dyn FnMut(TurnEvent<'_>),
     ) -> Result<Turn> {
-        let id = self.open.clone().ok_or(Error::NoConversation)?;
-        let last_user = self
-            .store
-            .messages(&id)?
-            .into_iter()
-            .rev()
-            .find(|m| m.role == Role::User)
-            .ok_or(Error::NothingToRegenerate)?;
-        self.store.truncate_messages(&id, last_user.seq)?;
-        self.send(&last_user.text, params, cancel, on_event)
+        let text = self.take_back_last_message()?;
+        self.send(&text, params, cancel, on_event)
     }
 
     /// Replace the user message `message` of the open conversation with `text`, dropping
@@ -363,13 +375,35 @@ impl ConversationManager {
         cancel: &AtomicBool,
         on_event: &mut dyn FnMut(TurnEvent<'_>),
     ) -> Result<Turn> {
+        self.take_back_from(message)?;
+        self.send(text, params, cancel, on_event)
+    }
+
+    /// The first half of a regenerate: drop the last user message and everything after it,
+    /// and give its text back (to send again, with or without tools).
+    pub fn take_back_last_message(&mut self) -> Result<String> {
+        let id = self.open.clone().ok_or(Error::NoConversation)?;
+        let last_user = self
+            .store
+            .messages(&id)?
+            .into_iter()
+            .rev()
+            .find(|m| m.role == Role::User)
+            .ok_or(Error::NothingToRegenerate)?;
+        self.store.truncate_messages(&id, last_user.seq)?;
+        Ok(last_user.text)
+    }
+
+    /// The first half of an edit: drop the user message `message` of the open conversation and
+    /// everything after it.
+    pub fn take_back_from(&mut self, message: memory::MessageId) -> Result<()> {
         let id = self.open.clone().ok_or(Error::NoConversation)?;
         let old = self.store.message(message)?;
         if old.conversation_id != id || old.role != Role::User {
             return Err(Error::NotEditable);
         }
         self.store.truncate_messages(&id, old.seq)?;
-        self.send(text, params, cancel, on_event)
+        Ok(())
     }
 
     /// Summarize until the open conversation's prompt fits its high-water mark.

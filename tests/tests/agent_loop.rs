@@ -348,3 +348,192 @@ fn a_call_decoded_after_a_cancel_is_not_run() {
         "nothing ran"
     );
 }
+
+/// A conversation's turn with tools (what the app runs with its Tools switch on): the user's
+/// message and the answer are committed like any turn, the calls are kept with the answer, the
+/// audit log has them under the conversation, and the next plain turn goes on from there.
+#[test]
+fn a_conversation_turn_with_tools_keeps_its_calls_and_the_chat_goes_on() {
+    let fx = fixture(&[("tomatoes.txt", TOMATOES), ("taxes.txt", TAXES)]);
+    let engine = companion_tests::spawn_engine(4096);
+    let store = Store::open(fx.store.path()).unwrap().store;
+    let mut manager = chat::ConversationManager::new(
+        engine.clone(),
+        store,
+        chat::ManagerConfig::for_engine(&engine),
+    );
+    let id = manager.create("New conversation").unwrap();
+    let host = StoreHost { store: &fx.store };
+    let remembered = RememberedApprovals::new();
+    let approval = |_: &ApprovalRequest<'_>| ApprovalAnswer::No;
+    let toolbox = Toolbox {
+        sandbox: &fx.sandbox,
+        host: &host,
+        summarizer: None,
+        approval: &approval,
+        remembered: &remembered,
+        limits: Limits::default(),
+    };
+    let grammar = CallGrammar::new(engine.tokenizer()).unwrap();
+    let format = call_format(engine.tokenizer());
+    let mut model = ScriptedCalls::new(
+        engine_model(&engine),
+        format,
+        agent::declarations(&Limits::default()),
+        [
+            ToolCall::new("search_files", json!({"query": "tomatoes"})),
+            ToolCall::new(
+                "add_note",
+                json!({"title": "Tomatoes", "text": "water them"}),
+            ),
+        ],
+    );
+    let params = engine::GenerateParams {
+        max_tokens: 40,
+        sampling: SamplingParams {
+            seed: 7,
+            ..SamplingParams::default()
+        },
+        ..engine::GenerateParams::default()
+    };
+    let cancel = Arc::new(AtomicBool::new(false));
+    let mut kinds = Vec::new();
+    let turn = manager
+        .send_with_tools(
+            "Which file is about tomatoes? Note it.",
+            &params,
+            chat::Tools {
+                model: &mut model,
+                toolbox: &toolbox,
+                grammar: &grammar,
+                max_steps: 8,
+            },
+            &cancel,
+            &mut |e| {
+                kinds.push(match e {
+                    chat::TurnEvent::User(_) => "user",
+                    chat::TurnEvent::Text(_) => "text",
+                    chat::TurnEvent::Tool(AgentEvent::CallStarted { .. }) => "call",
+                    chat::TurnEvent::Tool(AgentEvent::WaitingForApproval { .. }) => "approval",
+                    chat::TurnEvent::Tool(AgentEvent::CallFinished { .. }) => "result",
+                    chat::TurnEvent::Tool(AgentEvent::Done { .. }) => "done",
+                    _ => "other",
+                })
+            },
+        )
+        .unwrap();
+    kinds.dedup();
+    eprintln!("events: {kinds:?}; answer {:?}", turn.reply.text);
+    assert_eq!(kinds.first(), Some(&"user"));
+    let calls: Vec<&str> = kinds
+        .iter()
+        .copied()
+        .filter(|k| ["call", "approval", "result"].contains(k))
+        .collect();
+    // the scripted two; after them the model is free and may call on, up to the step limit
+    assert_eq!(calls[..5], ["call", "result", "call", "approval", "result"]);
+    assert_eq!(kinds.last(), Some(&"done"));
+
+    // kept with the answer: the calls, in order, the write declined
+    let messages = manager.store().messages(&id).unwrap();
+    assert_eq!(messages.len(), 2);
+    let kept = chat::manager::calls_of(&messages[1]).expect("the calls are kept with the reply");
+    assert_eq!(kept.len(), turn.calls.len());
+    assert!(kept.len() >= 2);
+    assert_eq!((kept[0].tool.as_str(), kept[0].ok), ("search_files", true));
+    assert!(
+        kept[0].preview.starts_with("1 files contain"),
+        "{:?}",
+        kept[0]
+    );
+    assert_eq!(
+        (kept[1].tool.as_str(), kept[1].error_code.as_deref()),
+        ("add_note", Some("denied"))
+    );
+    assert_eq!(
+        kept[1].arguments,
+        json!({"title": "Tomatoes", "text": "water them"})
+    );
+    assert_eq!(messages[1].text, turn.reply.text);
+    assert_eq!(
+        fx.store.note_count().unwrap(),
+        0,
+        "no note was written (every write was declined)"
+    );
+    let audit = fx.store.tool_calls(Some(&id), 0, 100).unwrap();
+    assert_eq!(audit.len(), kept.len());
+    let oldest: Vec<_> = audit
+        .iter()
+        .rev()
+        .take(2)
+        .map(|r| (r.tool.as_str(), r.outcome))
+        .collect();
+    assert_eq!(
+        oldest,
+        [
+            ("search_files", memory::ToolOutcome::Ok),
+            ("add_note", memory::ToolOutcome::Denied)
+        ]
+    );
+
+    // the conversation goes on as a plain turn on the same session
+    let next = manager
+        .send("Thanks.", &params, &AtomicBool::new(false), &mut |_| {})
+        .unwrap();
+    assert!(next.generation.stats.prompt_tokens > 0);
+    assert_eq!(manager.store().messages(&id).unwrap().len(), 4);
+}
+
+/// At the step limit the model still answers, with every way of opening a call masked out:
+/// left alone after results, the 270M model opens another fenced call at once, so without the
+/// mask the answer would be a fence (or nothing).
+#[test]
+fn at_the_step_limit_the_model_answers_with_calls_masked() {
+    let fx = fixture(&[("tomatoes.txt", TOMATOES)]);
+    let engine = companion_tests::spawn_engine(4096);
+    let format = call_format(engine.tokenizer());
+    let script = [
+        ToolCall::new("search_files", json!({"query": "tomatoes"})),
+        // the model "wants" this one past the limit
+        ToolCall::new("search_files", json!({"query": "sun"})),
+    ];
+    let mut model = ScriptedCalls::new(
+        engine_model(&engine),
+        format,
+        agent::declarations(&Limits::default()),
+        script,
+    );
+    let (outcome, events, _) = run(
+        &fx,
+        &engine,
+        &mut model,
+        AgentParams {
+            max_steps: 1,
+            answer_max_tokens: 48,
+            ..params()
+        },
+        "Which of my files talks about tomatoes?",
+        Arc::new(AtomicBool::new(false)),
+    );
+    print(&outcome, &events);
+    assert_eq!(outcome.stop, AgentStop::StepLimit);
+    assert_eq!(outcome.steps.len(), 1);
+    assert!(
+        !outcome.answer.contains('`'),
+        "no call can be opened in the answer: {:?}",
+        outcome.answer
+    );
+    let streamed: String = events
+        .iter()
+        .skip_while(|e| !matches!(e, AgentEvent::CallFinished { .. }))
+        .filter_map(|e| match e {
+            AgentEvent::Text(t) => Some(t.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        streamed.trim(),
+        outcome.answer,
+        "the answer streams as text"
+    );
+}

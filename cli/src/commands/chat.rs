@@ -4,7 +4,7 @@
 //! streams), `--conversation ID` resumes a saved conversation (from its KV snapshot when
 //! valid), and leaving snapshots the session so the next resume is instant. Ctrl-C during a
 //! reply stops that reply and the chat goes on; Ctrl-C at the prompt, Ctrl-D or `/exit` leave.
-//! With `--allow DIR` the model may call the agent's tools (see [`super::chat_tools`]).
+//! With `--allow DIR` each message is a turn with the agent's tools (see [`super::chat_tools`]).
 
 use std::collections::VecDeque;
 use std::io::{BufRead, Write};
@@ -60,15 +60,7 @@ pub fn run(args: Args) -> Result<()> {
     let params = args.sampling.params();
     params.sampling.validate()?;
     let store = args.store.open()?;
-    let existing = match args.conversation.as_str() {
-        "new" => None,
-        id => Some(store.resolve_conversation(id)?),
-    };
-    let stored_system = existing
-        .as_ref()
-        .map(|id| store.conversation(id))
-        .transpose()?
-        .and_then(|c| c.settings.get("systemPrompt")?.as_str().map(str::to_string));
+    let (existing, stored_system) = conversation_to_continue(&args, &store)?;
 
     eprintln!("loading {} …", args.model.model_path().display());
     let engine = args.model.spawn()?;
@@ -160,7 +152,8 @@ pub fn run(args: Args) -> Result<()> {
                 let _ = stdout.write_all(piece.as_bytes());
                 let _ = stdout.flush();
             }
-            TurnEvent::User(_) => {}
+            // a plain turn has no tool steps
+            TurnEvent::User(_) | TurnEvent::Tool(_) => {}
             TurnEvent::Summarizing => eprint!("(summarizing older turns…) "),
             TurnEvent::Thermal(n) => {
                 paused = n.rate_percent == 0;
@@ -206,6 +199,24 @@ pub fn run(args: Args) -> Result<()> {
     manager.close()?;
     eprintln!("saved as conversation {id}");
     Ok(())
+}
+
+/// The saved conversation `--conversation` names (none for `new`), and the system prompt kept
+/// with it.
+pub(super) fn conversation_to_continue(
+    args: &Args,
+    store: &memory::Store,
+) -> Result<(Option<ConversationId>, Option<String>)> {
+    let existing = match args.conversation.as_str() {
+        "new" => None,
+        id => Some(store.resolve_conversation(id)?),
+    };
+    let stored_system = existing
+        .as_ref()
+        .map(|id| store.conversation(id))
+        .transpose()?
+        .and_then(|c| c.settings.get("systemPrompt")?.as_str().map(str::to_string));
+    Ok((existing, stored_system))
 }
 
 fn start(manager: &mut ConversationManager) -> Result<ConversationId> {
