@@ -195,3 +195,70 @@ fn chat_answers_over_stdin_and_exits_on_eof() {
         "{err}"
     );
 }
+
+/// `chat --allow` is a saved conversation like any chat: its messages are kept (each answer
+/// with the calls of its turn), the session is snapshotted at the end, and the conversation
+/// resumes, with or without tools.
+#[test]
+fn chat_with_tools_is_a_saved_conversation_that_resumes() {
+    use std::io::Write;
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("c.db");
+    let docs = dir.path().join("docs");
+    std::fs::create_dir(&docs).unwrap();
+    std::fs::write(docs.join("tomatoes.txt"), "Tomatoes need sun.\n").unwrap();
+    let run = |extra: &[&str], input: &[u8]| {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_companion"))
+            .args(["chat", "--temperature", "0", "--max-tokens", "16"])
+            .args(["--max-steps", "1"])
+            .arg("--db")
+            .arg(&db)
+            .args(extra)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        child.stdin.take().unwrap().write_all(input).unwrap();
+        child.wait_with_output().unwrap()
+    };
+    let o = run(
+        &["--allow", docs.to_str().unwrap()],
+        b"Which of my files talks about tomatoes?\n",
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let err = stderr(&o);
+    let id = err
+        .lines()
+        .find_map(|l| l.strip_prefix("saved as conversation "))
+        .unwrap_or_else(|| panic!("{err}"))
+        .trim()
+        .to_string();
+    let store = memory::Store::open(&db).unwrap().store;
+    let cid = memory::ConversationId(id.clone());
+    let messages = store.messages(&cid).unwrap();
+    assert_eq!(messages.len(), 2, "{messages:?}");
+    assert!(
+        messages[1]
+            .timings
+            .as_ref()
+            .is_some_and(|t| t.get("toolCalls").is_some()),
+        "the answer keeps its turn's calls: {:?}",
+        messages[1].timings
+    );
+    assert!(
+        store.snapshot_info(&cid).unwrap().is_some(),
+        "the session was snapshotted at the end"
+    );
+    drop(store);
+    // resumed without tools, it goes on where it was
+    let o = run(&["--conversation", &id], b"Thanks.\n");
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("resumed from its snapshot"),
+        "{}",
+        stderr(&o)
+    );
+    let store = memory::Store::open(&db).unwrap().store;
+    assert_eq!(store.messages(&cid).unwrap().len(), 4);
+}

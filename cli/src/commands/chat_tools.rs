@@ -1,24 +1,22 @@
 //! `companion chat --allow DIR…`: the interactive chat with the agent's tools enabled. Each
-//! message runs the agent loop (calls printed as they happen, writes asked on the terminal
-//! unless `--yes`); the calls and their results stay in the live context for the rest of the
-//! chat, and every message and answer is saved to the conversation. Ctrl-C stops the
-//! message being answered; at the prompt it leaves, as do Ctrl-D and `/exit`.
-//!
-//! This mode runs the agent on the whole transcript each turn and does not yet go through
-//! the ConversationManager: no drafts, summaries or KV snapshots while tools are on.
+//! message is a turn with tools of the conversation ([`chat::ConversationManager::send_with_tools`]):
+//! calls printed as they happen, writes asked on the terminal unless `--yes`; the messages,
+//! the calls kept with each answer, summaries of older turns and the KV snapshot at the end are
+//! saved like any chat's, so `--conversation ID` resumes it (with or without tools). Ctrl-C
+//! stops the message being answered (a summarize_file job too); at the prompt it leaves, as do
+//! Ctrl-D and `/exit`.
 
 use std::io::BufRead;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-use agent::calls::Entry;
 use agent::{ApprovalAnswer, ApprovalRequest, Limits, RememberedApprovals, Toolbox};
 use anyhow::{Context, Result};
-use chat::DocumentParams;
-use chat::agent_loop::{Agent, AgentParams, CallGrammar, EngineModel};
+use chat::agent_loop::{AgentEvent, CallGrammar, EngineModel};
 use chat::tools::{JobSummarizer, StoreHost};
+use chat::{ConversationManager, DocumentParams, ManagerConfig, Tools, TurnEvent};
 use engine::SessionId;
-use memory::{NewMessage, Role};
+use memory::Store;
 
 use super::agent::StepPrinter;
 use super::chat::Args;
@@ -28,72 +26,57 @@ pub fn run(args: Args) -> Result<()> {
     params.sampling.validate()?;
     let store = args.store.open()?;
     let sandbox = super::tools::command_line_sandbox(&args.allow, &args.allow_write, &store)?;
-
-    // a saved conversation continues as plain turns; a new one is created
-    let (id, mut history) = match args.conversation.as_str() {
-        "new" => {
-            let settings = match &args.system {
-                Some(s) => serde_json::json!({"systemPrompt": s}),
-                None => serde_json::json!({}),
-            };
-            let c = store.create_conversation(
-                chat::manager::NEW_CONVERSATION_TITLE,
-                None,
-                &settings,
-            )?;
-            (c.id, Vec::new())
-        }
-        id => {
-            let id = store.resolve_conversation(id)?;
-            let entries = store
-                .messages(&id)?
-                .into_iter()
-                .map(|m| match m.role {
-                    Role::Assistant => Entry::Model {
-                        text: m.text,
-                        call: None,
-                    },
-                    _ => Entry::User(m.text),
-                })
-                .collect();
-            (id, entries)
-        }
-    };
+    let (existing, stored_system) = super::chat::conversation_to_continue(&args, &store)?;
+    // the tools' own connection to the same database (the manager holds the other)
+    let tool_store = Store::open(store.path())?.store;
 
     eprintln!("loading {} …", args.model.model_path().display());
     let engine = args.model.spawn()?;
     crate::options::say_if_base_model(&engine);
     let grammar = CallGrammar::new(engine.tokenizer())?;
+    let mut config = ManagerConfig::for_engine(&engine);
+    config.system_prompt = args.system.clone().or(stored_system);
+    let mut manager = ConversationManager::new(engine.clone(), store, config);
+    let id = match existing {
+        Some(id) => {
+            manager.open(&id)?;
+            id
+        }
+        None => manager.create(chat::manager::NEW_CONVERSATION_TITLE)?,
+    };
     let names: Vec<String> = sandbox.grants().iter().map(|g| g.name.clone()).collect();
     eprintln!(
         "conversation {id}, tools on {}. /exit or Ctrl-D quits, Ctrl-C stops an answer.",
         names.join(", ")
     );
 
-    let current: Arc<Mutex<Option<Arc<AtomicBool>>>> = Arc::new(Mutex::new(None));
+    // one stop flag for the whole chat, cleared before each message: the document job a
+    // summarize_file call runs holds it for as long as the toolbox lives
+    let cancel = Arc::new(AtomicBool::new(false));
+    let answering = Arc::new(Mutex::new(false));
     {
-        let current = current.clone();
+        let cancel = cancel.clone();
+        let answering = answering.clone();
         ctrlc::set_handler(move || {
-            let guard = current.lock().unwrap_or_else(|p| p.into_inner());
-            match guard.as_ref() {
-                Some(flag) => flag.store(true, Ordering::Relaxed),
+            if *answering.lock().unwrap_or_else(|p| p.into_inner()) {
+                cancel.store(true, Ordering::Relaxed);
+            } else {
                 // at the prompt: every answer is saved already
-                None => std::process::exit(130),
+                std::process::exit(130);
             }
         })
         .context("cannot install the Ctrl-C handler")?;
     }
-    let host = StoreHost { store: &store };
+    let host = StoreHost { store: &tool_store };
     let remembered = RememberedApprovals::new();
-    let summarizer_cancel = AtomicBool::new(false);
     let summarizer = JobSummarizer {
         engine: &engine,
-        store: &store,
+        store: &tool_store,
         params: DocumentParams {
             context: args.model.context as usize,
             ..DocumentParams::default()
         },
-        cancel: &summarizer_cancel,
+        cancel: &cancel,
     };
     let yes = args.yes;
     let approval = move |request: &ApprovalRequest<'_>| {
@@ -129,41 +112,33 @@ pub fn run(args: Args) -> Result<()> {
             "/exit" | "/quit" => break,
             _ => {}
         }
-        let cancel = Arc::new(AtomicBool::new(false));
-        *current.lock().unwrap_or_else(|p| p.into_inner()) = Some(cancel.clone());
-        let mut agent = Agent {
-            model: &mut model,
-            toolbox: &toolbox,
-            grammar: &grammar,
-            params: AgentParams {
-                max_steps: args.max_steps,
-                sampling: params.sampling.clone(),
-                answer_max_tokens: params.max_tokens,
-                system_prompt: args.system.clone(),
-                ..AgentParams::default()
-            },
-            conversation: Some(id.as_str().to_string()),
-            cancel,
-        };
+        cancel.store(false, Ordering::Relaxed);
+        *answering.lock().unwrap_or_else(|p| p.into_inner()) = true;
         let mut printer = StepPrinter::default();
-        let result = agent.run(&history, text, &mut |e| printer.show(e));
-        *current.lock().unwrap_or_else(|p| p.into_inner()) = None;
-        match result {
-            Ok(outcome) => {
-                store.append_message(&id, &NewMessage::complete(Role::User, text, None))?;
-                store.append_message(
-                    &id,
-                    &NewMessage::complete(Role::Assistant, outcome.answer.clone(), None),
-                )?;
-                history = outcome
-                    .entries
-                    .into_iter()
-                    .filter(|e| !matches!(e, Entry::System(_)))
-                    .collect();
-            }
-            Err(e) => eprintln!("error: {e}"),
+        let result = manager.send_with_tools(
+            text,
+            &params,
+            Tools {
+                model: &mut model,
+                toolbox: &toolbox,
+                grammar: &grammar,
+                max_steps: args.max_steps,
+            },
+            &cancel,
+            &mut |event| match event {
+                TurnEvent::Text(t) => printer.show(AgentEvent::Text(t.to_string())),
+                TurnEvent::Tool(e) => printer.show(e.clone()),
+                TurnEvent::Summarizing => eprintln!("(summarizing older turns…)"),
+                TurnEvent::Thermal(n) => eprintln!("\n[thermal: {}] {}", n.state, n.message),
+                TurnEvent::User(_) | TurnEvent::Tick => {}
+            },
+        );
+        *answering.lock().unwrap_or_else(|p| p.into_inner()) = false;
+        if let Err(e) = result {
+            crate::log::report(e.code(), &e.to_string());
         }
     }
+    manager.close()?;
     eprintln!("saved as conversation {id}");
     Ok(())
 }
