@@ -32,6 +32,20 @@ const COMMANDS: &[&str] = &[
     "cancel_document",
     "log_folder",
     "open_log_folder",
+    "list_folders",
+    "add_folder",
+    "set_folder_mode",
+    "revoke_folder",
+    "list_notes",
+    "delete_note",
+    "list_reminders",
+    "complete_reminder",
+    "delete_reminder",
+    "due_reminders",
+    "list_activity",
+    "clear_activity",
+    "answer_approval",
+    "set_conversation_tools",
 ];
 
 fn main() {

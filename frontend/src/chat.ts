@@ -1,6 +1,8 @@
 // The chat of the open conversation: the message list (#messages), the composer (#composer,
 // #send, #stop) and the replies streaming into it (send, regenerate, edit, stop). Owns which
-// conversation is open on this side and the draft prefill (`set_draft`, debounced).
+// conversation is open on this side and the draft prefill (`set_draft`, debounced). The Tools
+// switch (#tools-switch) turns the agent's tools on for the open conversation: its replies then
+// show their calls, and a write waits at an approval card until the user answers.
 import type { Channel } from "@tauri-apps/api/core";
 import { call, channel, errorCode, errorText } from "./api";
 import { showError } from "./banner";
@@ -73,6 +75,7 @@ export function createChat(hooks: ChatHooks): ChatView {
   const composer = required<HTMLTextAreaElement>("#composer");
   const sendButton = required<HTMLButtonElement>("#send");
   const stopButton = required<HTMLButtonElement>("#stop");
+  const toolsSwitch = required<HTMLInputElement>("#tools-switch");
 
   let state: ChatState = emptyChat;
   let modelNotice: string | null = null;
@@ -196,6 +199,16 @@ export function createChat(hooks: ChatHooks): ChatView {
       case "thermal":
         hooks.onThermal(event.data);
         break;
+      case "tool": {
+        const wasTyping = document.activeElement === composer && composer.value.trim() !== "";
+        render();
+        // a write waits: the card takes the focus (Enter allows, Escape denies), unless the
+        // user is typing their next message
+        if (event.data.event === "waitingForApproval" && !wasTyping) {
+          list.querySelector<HTMLElement>(".approval-card .approve")?.focus();
+        }
+        break;
+      }
       case "done":
         finish(s, event.data);
         break;
@@ -249,6 +262,7 @@ export function createChat(hooks: ChatHooks): ChatView {
 
   function load(opened: OpenedConversation): void {
     conversation = opened.conversation;
+    toolsSwitch.checked = conversation.tools;
     otherModel = opened.resume.kind === "otherModel";
     state = chatWithMessages(opened.messages);
     editing = null;
@@ -271,7 +285,10 @@ export function createChat(hooks: ChatHooks): ChatView {
       sending = true;
       sendButton.disabled = true;
       try {
+        // the switch as the user set it before the first message goes with it
+        const tools = toolsSwitch.checked;
         load(await call("create_conversation"));
+        toolsSwitch.checked = tools;
       } catch (error) {
         showError(error);
         return;
@@ -282,7 +299,8 @@ export function createChat(hooks: ChatHooks): ChatView {
     }
     composer.value = "";
     resizeComposer();
-    await runStream((ch) => call("send_message", { text, onEvent: ch }), text);
+    const tools = toolsSwitch.checked;
+    await runStream((ch) => call("send_message", { text, tools, onEvent: ch }), text);
   }
 
   async function stop(): Promise<void> {
@@ -329,6 +347,18 @@ export function createChat(hooks: ChatHooks): ChatView {
     void runStream((ch) => call("edit_message", { messageId, text, onEvent: ch }), null);
   }
 
+  function answerApproval(answer: "yes" | "no" | "conversation"): void {
+    for (const b of list.querySelectorAll<HTMLButtonElement>(".approval-card button")) b.disabled = true;
+    call("answer_approval", { answer }).catch(showError);
+    composer.focus();
+  }
+
+  toolsSwitch.addEventListener("change", () => {
+    const id = conversation?.id;
+    if (conversation) conversation = { ...conversation, tools: toolsSwitch.checked };
+    if (id) call("set_conversation_tools", { id, enabled: toolsSwitch.checked }).catch(showError);
+  });
+
   function idOf(target: Element): number | null {
     const id = target.closest<HTMLElement>(".message")?.dataset.id;
     return id === undefined ? null : Number(id);
@@ -344,6 +374,11 @@ export function createChat(hooks: ChatHooks): ChatView {
     }
     const button = target.closest("button");
     if (!button) return;
+    const answer = button.dataset.answer;
+    if (answer === "yes" || answer === "no" || answer === "conversation") {
+      answerApproval(answer);
+      return;
+    }
     if (button.classList.contains("regenerate") || button.classList.contains("retry")) regenerate();
     else if (button.classList.contains("edit")) {
       const id = idOf(button);
@@ -358,6 +393,13 @@ export function createChat(hooks: ChatHooks): ChatView {
     }
   });
   list.addEventListener("keydown", (event) => {
+    if (event.key === "Escape" && (event.target as Element).closest(".approval-card")) {
+      // Escape denies the write (and does not stop the reply: the model hears the refusal)
+      event.stopPropagation();
+      event.preventDefault();
+      answerApproval("no");
+      return;
+    }
     if (!(event.target as Element).matches("textarea.edit-input")) return;
     if (event.key === "Escape") {
       event.stopPropagation();
@@ -420,6 +462,7 @@ export function createChat(hooks: ChatHooks): ChatView {
       ++openToken;
       detachStream();
       conversation = null;
+      toolsSwitch.checked = false;
       state = emptyChat;
       editing = null;
       render();

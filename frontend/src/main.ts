@@ -18,6 +18,8 @@ import { createSettingsPanel } from "./settings";
 import { installShortcuts } from "./shortcuts";
 import { createSidebar } from "./sidebar";
 import { createStatusLine } from "./status-line";
+import { createToolsPanel } from "./tools-panel";
+import { watchReminders } from "./reminders";
 import { applyTheme, restoreTheme } from "./theme";
 
 function installErrorCatchers(): void {
@@ -173,6 +175,8 @@ function boot(): void {
 
   required("#open-settings").addEventListener("click", () => void settings.open());
   required("#open-model").addEventListener("click", () => void modelPanel.open());
+  const toolsPanel = createToolsPanel();
+  required("#open-tools").addEventListener("click", () => void toolsPanel.open());
 
   installShortcuts({
     newConversation,
@@ -194,6 +198,7 @@ function boot(): void {
 
   void documents.listenForDrops();
   statusLine.start();
+  watchReminders(() => phase?.phase() === "ready");
   phase.start();
 }
 

@@ -1,12 +1,95 @@
 // The DOM of one chat message: `.message` with data-role / data-seq / data-status, its text in
 // `.message-text` (Markdown for the assistant, plain text otherwise), its tags and stats, and its
 // buttons (.regenerate, .edit; in edit mode textarea.edit-input with .edit-save / .edit-cancel).
-// Also the streaming bubble and the inline error of a failed reply.
+// Also the streaming bubble and the inline error of a failed reply. A turn with tools shows its
+// calls as cards above its text (`.tool-call`, data-tool / data-status, the exact arguments and
+// the result's preview in an expandable part), and a write waiting for the user as an approval
+// card (`.approval-card`: the action and the exact arguments; Allow, Allow for this
+// conversation, Deny — Enter allows, Escape denies).
 import { el } from "./dom";
 import { formatMs, formatTokensPerSecond } from "./format";
 import { renderMarkdown } from "./markdown";
-import type { ReplyFailure, StreamingReply } from "./chat-stream";
-import type { MessageView, ReplyStats } from "./types";
+import { storedCalls, type CallStatus, type ReplyFailure, type ShownCall, type StreamingReply } from "./chat-stream";
+import type { AgentStop, MessageView, ReplyStats } from "./types";
+
+const CALL_STATUS_TEXT: Record<CallStatus, string> = {
+  running: "running…",
+  waiting: "waiting for you",
+  ok: "done",
+  error: "failed",
+  denied: "you declined",
+};
+
+const AGENT_STOP_NOTES: Partial<Record<AgentStop, string>> = {
+  stepLimit: "Reached the most tool calls one message may make, so it answered with what it had.",
+  noRoomForResults: "The context had no room for another tool result, so it answered with what it had.",
+  contextFull: "Stopped: the context is full.",
+};
+
+/** The arguments as the tool got them, indented (an unusable call has none). */
+export function argumentsText(args: unknown): string {
+  if (args === null || args === undefined) return "";
+  return JSON.stringify(args, null, 2);
+}
+
+export function callCard(call: ShownCall): HTMLElement {
+  const name = call.tool || "unusable call";
+  const card = el("div", {
+    class: "tool-call",
+    "data-tool": call.tool,
+    "data-status": call.status,
+    "data-step": call.step,
+  });
+  const details = el("details", { class: "tool-call-details" });
+  details.append(
+    el(
+      "summary",
+      null,
+      el("span", { class: "tool-name", text: name }),
+      el("span", { class: `tag call-status ${call.status}`, text: CALL_STATUS_TEXT[call.status] }),
+      call.preview ? el("span", { class: "tool-preview", text: call.preview }) : null,
+    ),
+  );
+  const args = argumentsText(call.arguments);
+  if (args) details.append(el("pre", { class: "tool-arguments", text: args }));
+  if (call.progress) details.append(el("p", { class: "tool-progress", text: call.progress }));
+  if (call.truncated) details.append(el("p", { class: "tool-note", text: "The result was cut to fit." }));
+  card.append(details);
+  return card;
+}
+
+/** The write waiting for the user: what it would do and its exact arguments. */
+export function approvalCard(call: ShownCall): HTMLElement {
+  const card = el("div", {
+    class: "approval-card",
+    role: "alertdialog",
+    "aria-label": `Allow ${call.tool}?`,
+    "data-tool": call.tool,
+    "data-step": call.step,
+  });
+  card.append(
+    el("p", { class: "approval-action", text: `Companion wants to ${call.action ?? call.tool}.` }),
+    el("pre", { class: "tool-arguments", text: argumentsText(call.arguments) }),
+    el(
+      "div",
+      { class: "message-actions" },
+      el("button", { type: "button", class: "approve primary", "data-answer": "yes", text: "Allow", title: "Enter" }),
+      el("button", {
+        type: "button",
+        class: "approve-conversation",
+        "data-answer": "conversation",
+        text: "Allow for this conversation",
+      }),
+      el("button", { type: "button", class: "deny danger", "data-answer": "no", text: "Deny", title: "Escape" }),
+    ),
+  );
+  return card;
+}
+
+function callsNode(calls: ShownCall[]): HTMLElement | null {
+  if (!calls.length) return null;
+  return el("div", { class: "tool-calls" }, ...calls.map(callCard));
+}
 
 export interface MessageOptions {
   regenerable: boolean;
@@ -63,6 +146,8 @@ export function messageNode(message: MessageView, options: MessageOptions): HTML
     return node;
   }
 
+  const calls = message.role === "assistant" ? callsNode(storedCalls(message)) : null;
+  if (calls) node.append(calls);
   const text = el("div", { class: "message-text" });
   if (message.role === "assistant") {
     text.classList.add("markdown");
@@ -120,9 +205,14 @@ export function streamingNode(reply: StreamingReply): HTMLElement {
     "aria-label": "Assistant",
     "aria-busy": "true",
   });
+  const waiting = reply.calls.find((c) => c.status === "waiting");
+  const stopNote = reply.agentStop ? AGENT_STOP_NOTES[reply.agentStop] : undefined;
   node.append(
     el("p", { class: "summarizing-note", text: "Summarizing older turns…", hidden: !reply.summarizing }),
+    callsNode(reply.calls) ?? "",
+    waiting ? approvalCard(waiting) : "",
     el("div", { class: "message-text markdown" }),
+    stopNote ? el("p", { class: "tool-note", text: stopNote }) : "",
     el("span", { class: "typing", "aria-hidden": "true" }),
   );
   paintStreaming(node, reply);

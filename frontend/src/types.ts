@@ -29,6 +29,8 @@ export interface ConversationItem {
   messageCount: number;
   /** The start of the last message. */
   preview: string | null;
+  /** The agent's tools are on in this conversation. */
+  tools: boolean;
 }
 
 export type Role = "system" | "user" | "assistant";
@@ -42,6 +44,78 @@ export interface MessageView {
   status: MessageStatus;
   createdAt: number;
   stats: ReplyStats | null;
+  /** The tool calls of a turn with tools, in order (absent for a plain reply). */
+  toolCalls?: ToolTurnCall[];
+}
+
+/** One call of a turn with tools, as the conversation keeps it with the reply. */
+export interface ToolTurnCall {
+  step: number;
+  /** Empty for a call that could not be used (errorCode invalid_call). */
+  tool: string;
+  arguments: unknown;
+  ok: boolean;
+  errorCode: string | null;
+  preview: string;
+  truncated: boolean;
+}
+
+export type AgentStop = "answered" | "maxTokens" | "stepLimit" | "noRoomForResults" | "contextFull" | "cancelled";
+
+/** The steps of a turn with tools (chat event `tool`). */
+export type AgentEvent =
+  | { event: "callStarted"; data: { step: number; tool: string; arguments: unknown } }
+  | { event: "waitingForApproval"; data: { step: number; tool: string; arguments: unknown; action: string } }
+  | {
+      event: "progress";
+      data: { tool: string; done: number; total: number | null; message: string; remainingSeconds: number | null };
+    }
+  | {
+      event: "callFinished";
+      data: { step: number; tool: string; ok: boolean; errorCode: string | null; preview: string; truncated: boolean };
+    }
+  | { event: "invalidCall"; data: { step: number; problem: string } }
+  | { event: "done"; data: { stop: AgentStop; steps: number } };
+
+export type GrantMode = "read" | "write";
+
+export interface FolderView {
+  path: string;
+  name: string;
+  mode: GrantMode;
+  addedAt: number;
+  /** The folder is there (an unplugged disk's grant stays, shown as missing). */
+  available: boolean;
+}
+
+export interface Note {
+  id: number;
+  title: string;
+  text: string;
+  conversationId: string | null;
+  createdAt: number;
+  updatedAt: number;
+}
+
+export interface Reminder {
+  id: number;
+  text: string;
+  dueAt: number;
+  conversationId: string | null;
+  createdAt: number;
+  notifiedAt: number | null;
+  doneAt: number | null;
+}
+
+export interface ToolCallRecord {
+  id: number;
+  conversationId: string | null;
+  tool: string;
+  arguments: unknown;
+  outcome: "ok" | "error" | "denied";
+  errorCode: string | null;
+  durationMs: number;
+  createdAt: number;
 }
 
 export type Resume =
@@ -84,6 +158,7 @@ export type ChatEvent =
   | { event: "summarizing"; data: null }
   | { event: "text"; data: string }
   | { event: "thermal"; data: ThermalNotice }
+  | { event: "tool"; data: AgentEvent }
   | { event: "done"; data: MessageView }
   | { event: "error"; data: AppError };
 
@@ -248,7 +323,8 @@ export interface Commands {
   /** Prefill the draft (call debounced, ~150 ms after the last keystroke). Never waits. */
   set_draft: { args: { text: string }; result: null };
   /** Resolves with the reply when done; events stream on `onEvent`. */
-  send_message: { args: { text: string; onEvent: unknown }; result: MessageView };
+  /** tools: the conversation's Tools switch (kept with it); on, the agent loop answers. */
+  send_message: { args: { text: string; tools?: boolean; onEvent: unknown }; result: MessageView };
   regenerate: { args: { onEvent: unknown }; result: MessageView };
   edit_message: { args: { messageId: number; text: string; onEvent: unknown }; result: MessageView };
   stop_reply: { args: Record<string, never>; result: null };
@@ -278,4 +354,21 @@ export interface Commands {
   log_folder: { args: Record<string, never>; result: string };
   /** Opens the log folder in the file manager; returns its path. */
   open_log_folder: { args: Record<string, never>; result: string };
+  list_folders: { args: Record<string, never>; result: FolderView[] };
+  /** Opens the native folder picker; null when cancelled. */
+  add_folder: { args: { mayWrite: boolean }; result: FolderView | null };
+  set_folder_mode: { args: { path: string; mayWrite: boolean }; result: FolderView };
+  revoke_folder: { args: { path: string }; result: boolean };
+  list_notes: { args: Record<string, never>; result: Note[] };
+  delete_note: { args: { id: number }; result: boolean };
+  list_reminders: { args: Record<string, never>; result: Reminder[] };
+  complete_reminder: { args: { id: number }; result: null };
+  delete_reminder: { args: { id: number }; result: boolean };
+  /** Reminders that fell due since the last call (each is returned once). */
+  due_reminders: { args: Record<string, never>; result: Reminder[] };
+  list_activity: { args: { conversationId: string | null }; result: ToolCallRecord[] };
+  clear_activity: { args: Record<string, never>; result: number };
+  /** The answer to the write waiting for approval; false when none was waiting. */
+  answer_approval: { args: { answer: "yes" | "no" | "conversation" }; result: boolean };
+  set_conversation_tools: { args: { id: string; enabled: boolean }; result: null };
 }

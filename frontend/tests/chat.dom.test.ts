@@ -17,7 +17,7 @@ import type { ChatEvent, ConversationItem, MessageView, OpenedConversation } fro
 const invokeMock = vi.mocked(invoke) as unknown as ReturnType<typeof vi.fn>;
 
 function conversation(id = "c1"): ConversationItem {
-  return { id, title: "New conversation", pinned: false, createdAt: 1, updatedAt: 1, messageCount: 0, preview: null };
+  return { id, title: "New conversation", pinned: false, createdAt: 1, updatedAt: 1, messageCount: 0, preview: null, tools: false };
 }
 
 function msg(seq: number, role: MessageView["role"], text: string, status: MessageView["status"] = "complete"): MessageView {
@@ -276,5 +276,85 @@ describe("chat", () => {
     expect(document.querySelector(".other-model")).not.toBeNull();
     await chat.open("stayed");
     expect(document.querySelector(".other-model")).toBeNull();
+  });
+  it("shows a turn's tool calls as cards and answers a write from its approval card", async () => {
+    backend = fakeBackend(invokeMock, {
+      create_conversation: () => opened(),
+      send_message: streaming(pending) as never,
+      set_conversation_tools: () => null,
+      answer_approval: () => true,
+      set_draft: () => null,
+    });
+    const toolsSwitch = $<HTMLInputElement>("#tools-switch");
+    expect(toolsSwitch.checked).toBe(false);
+    toolsSwitch.checked = true;
+    toolsSwitch.dispatchEvent(new Event("change"));
+    const composer = $<HTMLTextAreaElement>("#composer");
+    typeInto(composer, "which file talks about tomatoes?");
+    press(composer, "Enter");
+    await settle();
+    expect(pending[0].args.tools).toBe(true);
+
+    const ch = pending[0].channel;
+    ch.onmessage({ event: "user", data: msg(1, "user", "which file talks about tomatoes?") });
+    ch.onmessage({ event: "tool", data: { event: "callStarted", data: { step: 1, tool: "search_files", arguments: { query: "tomatoes" } } } });
+    let card = $('.tool-call[data-step="1"]');
+    expect(card.dataset.tool).toBe("search_files");
+    expect(card.dataset.status).toBe("running");
+    expect(card.querySelector(".tool-arguments")?.textContent).toContain('"query": "tomatoes"');
+    ch.onmessage({
+      event: "tool",
+      data: {
+        event: "callFinished",
+        data: { step: 1, tool: "search_files", ok: true, errorCode: null, preview: "tomatoes.txt:1: …", truncated: false },
+      },
+    });
+    card = $('.tool-call[data-step="1"]');
+    expect(card.dataset.status).toBe("ok");
+    expect(card.querySelector(".tool-preview")?.textContent).toBe("tomatoes.txt:1: …");
+
+    // a write waits: the approval card shows the exact arguments and takes the focus
+    const args = { title: "Tomatoes", text: "water them" };
+    ch.onmessage({ event: "tool", data: { event: "callStarted", data: { step: 2, tool: "add_note", arguments: args } } });
+    ch.onmessage({
+      event: "tool",
+      data: { event: "waitingForApproval", data: { step: 2, tool: "add_note", arguments: args, action: "add the note “Tomatoes”" } },
+    });
+    const approval = $(".approval-card");
+    expect(approval.querySelector(".approval-action")?.textContent).toContain("add the note");
+    expect(JSON.parse(approval.querySelector(".tool-arguments")?.textContent ?? "")).toEqual(args);
+    expect(document.activeElement).toBe(approval.querySelector(".approve"));
+    expect($('.tool-call[data-step="2"]').dataset.status).toBe("waiting");
+    // Escape denies (and does not stop the reply)
+    press(approval.querySelector(".approve") as HTMLElement, "Escape");
+    await settle();
+    expect(backend.callsOf("answer_approval")).toEqual([{ answer: "no" }]);
+    expect(backend.callsOf("stop_reply")).toHaveLength(0);
+    ch.onmessage({
+      event: "tool",
+      data: {
+        event: "callFinished",
+        data: { step: 2, tool: "add_note", ok: false, errorCode: "denied", preview: "The user declined add_note.", truncated: false },
+      },
+    });
+    expect($$(".approval-card")).toHaveLength(0);
+    expect($('.tool-call[data-step="2"]').dataset.status).toBe("denied");
+    ch.onmessage({ event: "text", data: "It is tomatoes.txt." });
+    ch.onmessage({ event: "tool", data: { event: "done", data: { stop: "answered", steps: 2 } } });
+
+    // the stored reply keeps its calls: the cards stay after the turn
+    const reply: MessageView = {
+      ...msg(2, "assistant", "It is tomatoes.txt."),
+      toolCalls: [
+        { step: 1, tool: "search_files", arguments: { query: "tomatoes" }, ok: true, errorCode: null, preview: "tomatoes.txt:1: …", truncated: false },
+        { step: 2, tool: "add_note", arguments: args, ok: false, errorCode: "denied", preview: "The user declined add_note.", truncated: false },
+      ],
+    };
+    ch.onmessage({ event: "done", data: reply });
+    const stored = $('.message[data-seq="2"]');
+    expect(Array.from(stored.querySelectorAll<HTMLElement>(".tool-call")).map((c) => c.dataset.status)).toEqual([
+      "ok",
+      "denied",
+    ]);
   });
 });

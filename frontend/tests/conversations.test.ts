@@ -3,7 +3,7 @@ import { mostRecent, sortConversations } from "../src/conversations";
 import type { ConversationItem } from "../src/types";
 
 function item(id: string, pinned: boolean, updatedAt: number): ConversationItem {
-  return { id, title: id, pinned, createdAt: 0, updatedAt, messageCount: 1, preview: null };
+  return { id, title: id, pinned, createdAt: 0, updatedAt, messageCount: 1, preview: null, tools: false };
 }
 
 describe("sortConversations", () => {

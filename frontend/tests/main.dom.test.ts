@@ -80,11 +80,11 @@ describe("the app", () => {
         modelNotice: BASE_NOTICE,
       }),
       list_conversations: () => [
-        { id: "old", title: "Old", pinned: true, createdAt: 0, updatedAt: 1, messageCount: 2, preview: null },
-        { id: "recent", title: "Recent", pinned: false, createdAt: 0, updatedAt: 9, messageCount: 2, preview: null },
+        { id: "old", title: "Old", pinned: true, createdAt: 0, updatedAt: 1, messageCount: 2, preview: null, tools: false },
+        { id: "recent", title: "Recent", pinned: false, createdAt: 0, updatedAt: 9, messageCount: 2, preview: null, tools: false },
       ],
       open_conversation: ({ id }) => ({
-        conversation: { id, title: id === "doc" ? "report.txt" : "Recent", pinned: false, createdAt: 0, updatedAt: 9, messageCount: 2, preview: null },
+        conversation: { id, title: id === "doc" ? "report.txt" : "Recent", pinned: false, createdAt: 0, updatedAt: 9, messageCount: 2, preview: null, tools: false },
         messages: [msg(1, "user", "hi"), msg(2, "assistant", "Hello **there**")],
         resume: { kind: "snapshot", tokens: 20 },
       }),

@@ -20,7 +20,7 @@ const $ = <T extends Element = HTMLElement>(s: string) => document.querySelector
 const $$ = (s: string) => Array.from(document.querySelectorAll<HTMLElement>(s));
 
 function item(id: string, title: string, pinned: boolean, updatedAt: number): ConversationItem {
-  return { id, title, pinned, createdAt: 0, updatedAt, messageCount: 2, preview: `about ${title}` };
+  return { id, title, pinned, createdAt: 0, updatedAt, messageCount: 2, preview: `about ${title}`, tools: false };
 }
 
 describe("sidebar", () => {

@@ -7,6 +7,7 @@
 //! runtime; [`run`] starts the real one.
 
 pub mod api_server;
+pub mod approval;
 pub mod commands;
 pub mod error;
 pub mod settings;
@@ -53,6 +54,20 @@ pub fn builder<R: Runtime>(builder: tauri::Builder<R>, config: AppConfig) -> tau
         })
         .invoke_handler(tauri::generate_handler![
             commands::app::app_state,
+            commands::agent::list_folders,
+            commands::agent::add_folder,
+            commands::agent::set_folder_mode,
+            commands::agent::revoke_folder,
+            commands::agent::list_notes,
+            commands::agent::delete_note,
+            commands::agent::list_reminders,
+            commands::agent::complete_reminder,
+            commands::agent::delete_reminder,
+            commands::agent::due_reminders,
+            commands::agent::list_activity,
+            commands::agent::clear_activity,
+            commands::agent::answer_approval,
+            commands::agent::set_conversation_tools,
             commands::app::status,
             commands::conversations::list_conversations,
             commands::conversations::create_conversation,

@@ -9,6 +9,7 @@ use engine::EngineHandle;
 use memory::ConversationId;
 use serde::Serialize;
 
+use crate::approval::PendingApproval;
 use crate::error::AppError;
 use crate::views::ReplyStats;
 
@@ -53,6 +54,8 @@ pub struct Shared {
     /// Counts engine loads: what holds on to something made for one model (the local API's
     /// completer) sees that another is in use.
     pub engine_generation: AtomicU64,
+    /// The agent's write waiting for the user's answer, if one is.
+    pub approval: Arc<PendingApproval>,
 }
 
 /// A poisoned lock only means another command panicked mid-update; the data is still the
@@ -79,6 +82,7 @@ impl Default for Shared {
             summarizing: AtomicBool::new(false),
             document_cancel: Arc::new(AtomicBool::new(false)),
             engine_generation: AtomicU64::new(0),
+            approval: Arc::default(),
         }
     }
 }

@@ -16,6 +16,8 @@ pub struct ConversationItem {
     pub updated_at: i64,
     pub message_count: i64,
     pub preview: Option<String>,
+    /// The agent's tools are on in this conversation.
+    pub tools: bool,
 }
 
 impl From<ConversationListItem> for ConversationItem {
@@ -29,6 +31,7 @@ impl From<ConversationListItem> for ConversationItem {
             updated_at: c.updated_at,
             message_count: item.message_count,
             preview: item.preview,
+            tools: crate::commands::agent::tools_enabled(&c.settings),
         }
     }
 }
@@ -60,6 +63,10 @@ impl ReplyStats {
 /// The chat crate stores a reply's `GenerationStats` as its timings; the stop reason is not
 /// among them, so it is told from the message's status.
 fn stats_from_timings(timings: &serde_json::Value, status: MessageStatus) -> Option<ReplyStats> {
+    // a turn with tools keeps its calls there, not one generation's stats
+    if timings.get(chat::manager::TOOL_CALLS_KEY).is_some() {
+        return None;
+    }
     let stats: GenerationStats = serde_json::from_value(timings.clone()).ok()?;
     let stop_reason = match status {
         MessageStatus::Stopped => StopReason::Cancelled,
@@ -78,6 +85,9 @@ pub struct MessageView {
     pub status: MessageStatus,
     pub created_at: i64,
     pub stats: Option<ReplyStats>,
+    /// The tool calls of a turn with tools, in order (none for a plain reply).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool_calls: Option<Vec<chat::ToolTurnCall>>,
 }
 
 impl From<&Message> for MessageView {
@@ -93,6 +103,7 @@ impl From<&Message> for MessageView {
                 .timings
                 .as_ref()
                 .and_then(|t| stats_from_timings(t, m.status)),
+            tool_calls: chat::manager::calls_of(m),
         }
     }
 }

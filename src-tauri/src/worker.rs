@@ -29,7 +29,15 @@ pub struct Worker {
     pub manager: Option<ConversationManager>,
     pub settings: Settings,
     pub shared: Arc<Shared>,
-    database: PathBuf,
+    pub(crate) database: PathBuf,
+    /// The agent's call grammar on the loaded model's vocabulary (built at the first turn
+    /// with tools, dropped with the model).
+    pub grammar: Option<chat::agent_loop::CallGrammar>,
+    /// "Yes for this conversation" answers, until the app quits.
+    pub remembered: agent::RememberedApprovals,
+    /// Tests only ([`crate::commands::chat::SCRIPTED_CALLS_ENV`]): which calls each turn with
+    /// tools makes, in place of the model's choice.
+    pub scripted_turns: std::collections::VecDeque<Vec<agent::ToolCall>>,
 }
 
 /// The commands' side of the worker.
@@ -50,6 +58,9 @@ impl WorkerHandle {
                     settings,
                     shared,
                     database,
+                    grammar: None,
+                    remembered: agent::RememberedApprovals::new(),
+                    scripted_turns: crate::commands::chat::scripted_turns_from_env(),
                 };
                 worker.load(None);
                 for job in rx {
@@ -142,6 +153,7 @@ impl Worker {
 
     /// Load the engine with the current settings, then reopen `reopen` if given.
     pub fn load(&mut self, reopen: Option<ConversationId>) {
+        self.grammar = None;
         self.shared.loading("Opening your conversations");
         let store = match Store::open(&self.database) {
             Ok(opened) => opened.store,

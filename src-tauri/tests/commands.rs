@@ -101,6 +101,7 @@ async fn a_turn_streams_in_order_and_the_sidebar_sees_it() {
     let reply = chat_cmd::send_message(
         state.clone(),
         "Name three colors of the rainbow.".into(),
+        None,
         channel,
     )
     .await
@@ -224,6 +225,7 @@ async fn stop_keeps_the_partial_reply_as_stopped() {
     let reply = chat_cmd::send_message(
         state.clone(),
         "Write a long story about a lighthouse keeper.".into(),
+        None,
         channel,
     )
     .await
@@ -288,7 +290,7 @@ async fn after_a_restart_the_conversation_resumes_from_its_snapshot() {
             .conversation
             .id;
         let (channel, _) = recorder();
-        first = chat_cmd::send_message(state.clone(), "Say hello.".into(), channel)
+        first = chat_cmd::send_message(state.clone(), "Say hello.".into(), None, channel)
             .await
             .unwrap();
         companion_app::on_exit(app.handle());
@@ -356,9 +358,14 @@ about the ships that were saved and the ones that were lost on the reef below.\n
     assert_eq!(opened.messages.len(), 2);
     assert!(!opened.messages[1].text.trim().is_empty());
     let (channel, _) = recorder();
-    let reply = chat_cmd::send_message(state.clone(), "When was it automated?".into(), channel)
-        .await
-        .unwrap();
+    let reply = chat_cmd::send_message(
+        state.clone(),
+        "When was it automated?".into(),
+        None,
+        channel,
+    )
+    .await
+    .unwrap();
     assert_eq!(reply.seq, 3);
 }
 
@@ -389,7 +396,7 @@ async fn engine_settings_and_a_model_switch_reload_and_reopen_the_conversation()
         .conversation
         .id;
     let (channel, _) = recorder();
-    chat_cmd::send_message(state.clone(), "Hello.".into(), channel)
+    chat_cmd::send_message(state.clone(), "Hello.".into(), None, channel)
         .await
         .unwrap();
     let info = model::model_info(state.clone()).await.unwrap().unwrap();

@@ -15,27 +15,10 @@ use std::time::{Duration, Instant};
 
 use fantoccini::{Client, Locator};
 use serde_json::json;
-use support::webdriver::{ENTER, js, start_driver, wait_for};
+use support::webdriver::{ENTER, click, js, screenshot, start_driver, wait_for};
 
 async fn launch() -> Client {
     support::webdriver::launch(Path::new(env!("CARGO_BIN_EXE_companion-app"))).await
-}
-
-async fn screenshot(c: &Client, name: &str) -> Vec<u8> {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("e2e-screenshots");
-    std::fs::create_dir_all(&dir).unwrap();
-    // WebDriver's screenshot is the last frame WebKit drew, which on a busy machine can be from
-    // before the last change the test waited for: wait for two frames to be drawn first
-    c.execute_async(
-        "const done = arguments[arguments.length - 1]; \
-         requestAnimationFrame(() => requestAnimationFrame(() => done(true)));",
-        vec![],
-    )
-    .await
-    .expect("two animation frames");
-    let png = c.screenshot().await.expect("a screenshot");
-    std::fs::write(dir.join(format!("{name}.png")), &png).unwrap();
-    png
 }
 
 /// How many different colours the PNG `png` holds: one for a blank page, hundreds once text
@@ -73,15 +56,6 @@ async fn assert_painted(c: &Client, png: &[u8], what: &str) {
         colours > 32,
         "{what}: the screenshot is blank ({colours} colours)"
     );
-}
-
-async fn click(c: &Client, css: &str) {
-    c.find(Locator::Css(css))
-        .await
-        .unwrap_or_else(|e| panic!("{css}: {e}"))
-        .click()
-        .await
-        .unwrap_or_else(|e| panic!("click {css}: {e}"));
 }
 
 const LAST_ASSISTANT: &str =

@@ -1,17 +1,23 @@
 //! A turn of the conversation: the draft prefilled while the user types, send, regenerate,
 //! edit-and-resend, stop. Replies stream over a `tauri::ipc::Channel` tied to the command
 //! (ordered, unlike global events), their text in batches ([`crate::text_batch`]); the reply
-//! itself runs on the worker thread.
+//! itself runs on the worker thread. A conversation with its Tools switch on is answered by
+//! the agent loop ([`tool_turn`]): its calls stream as `Tool` events between the text.
 
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
-use chat::{ConversationManager, Turn, TurnEvent};
-use engine::{GenerateParams, ThermalNotice};
+use agent::{Limits, ToolCall, Toolbox};
+use chat::agent_loop::{AgentEvent, CallGrammar, EngineModel, ScriptedCalls, call_format};
+use chat::tools::{JobSummarizer, StoreHost};
+use chat::{DocumentParams, Tools, TurnEvent};
+use engine::{GenerateParams, SessionId, ThermalNotice};
+use memory::Store;
 use serde::Serialize;
 use tauri::State;
 use tauri::ipc::Channel;
 
+use crate::approval::AppApproval;
 use crate::error::{AppError, Result};
 use crate::state::AppState;
 use crate::text_batch::TextBatch;
@@ -27,6 +33,9 @@ pub enum ChatEvent {
     Summarizing,
     Text(String),
     Thermal(ThermalNotice),
+    /// A step of a turn with tools: a call started, waits for approval, progressed,
+    /// finished; or the run ended (and why).
+    Tool(AgentEvent),
     Done(MessageView),
     Error(AppError),
 }
@@ -50,10 +59,14 @@ pub async fn set_draft(state: State<'_, AppState>, text: String) -> Result<()> {
     Ok(())
 }
 
+/// Send `text` in the open conversation (one is created if none is open). `tools`, when
+/// given, is the conversation's Tools switch as the user left it: it is kept with the
+/// conversation, and with it on the agent loop answers.
 #[tauri::command]
 pub async fn send_message(
     state: State<'_, AppState>,
     text: String,
+    tools: Option<bool>,
     on_event: Channel<ChatEvent>,
 ) -> Result<MessageView> {
     if text.trim().is_empty() {
@@ -63,9 +76,25 @@ pub async fn send_message(
     state
         .worker
         .call(move |w| {
-            turn(w, &on_event, |m, params, cancel, on| {
-                m.send(&text, params, cancel, on)
-            })
+            let id = ensure_open(w)?;
+            let store = w.manager()?.store();
+            let mut settings = store.conversation(&id)?.settings;
+            if let Some(enabled) = tools
+                && crate::commands::agent::tools_enabled(&settings) != enabled
+            {
+                crate::commands::agent::set_tools(&mut settings, enabled);
+                store.set_settings(&id, &settings)?;
+            }
+            if tools_on(w)? {
+                turn(w, &on_event, |w, params, on| {
+                    tool_turn(w, ToolInput::Send(text), params, on)
+                })
+            } else {
+                turn(w, &on_event, |w, params, on| {
+                    let cancel = w.shared.reply_cancel.clone();
+                    Ok(w.manager()?.send(&text, params, &cancel, on)?.into())
+                })
+            }
         })
         .await
 }
@@ -78,8 +107,14 @@ pub async fn regenerate(
     state
         .worker
         .call(move |w| {
-            turn(w, &on_event, |m, params, cancel, on| {
-                m.regenerate(params, cancel, on)
+            if tools_on(w)? {
+                return turn(w, &on_event, |w, params, on| {
+                    tool_turn(w, ToolInput::Regenerate, params, on)
+                });
+            }
+            turn(w, &on_event, |w, params, on| {
+                let cancel = w.shared.reply_cancel.clone();
+                Ok(w.manager()?.regenerate(params, &cancel, on)?.into())
             })
         })
         .await
@@ -101,8 +136,15 @@ pub async fn edit_message(
     state
         .worker
         .call(move |w| {
-            turn(w, &on_event, |m, params, cancel, on| {
-                m.edit(memory::MessageId(message_id), &text, params, cancel, on)
+            let id = memory::MessageId(message_id);
+            if tools_on(w)? {
+                return turn(w, &on_event, |w, params, on| {
+                    tool_turn(w, ToolInput::Edit(id, text), params, on)
+                });
+            }
+            turn(w, &on_event, |w, params, on| {
+                let cancel = w.shared.reply_cancel.clone();
+                Ok(w.manager()?.edit(id, &text, params, &cancel, on)?.into())
             })
         })
         .await
@@ -123,25 +165,180 @@ pub fn resume_reply(state: State<'_, AppState>) {
     }
 }
 
+/// For automated tests only: a JSON list with, per turn with tools, the list of calls
+/// (`{"name", "arguments"}`) that turn makes in place of the model's choice — a small base
+/// model cannot choose reliably. Each call is still fed token by token through the call
+/// grammar and run for real; the model writes everything else. Set by whoever starts the
+/// app, never by the webview.
+pub const SCRIPTED_CALLS_ENV: &str = "COMPANION_E2E_SCRIPTED_CALLS";
+
+pub fn scripted_turns_from_env() -> std::collections::VecDeque<Vec<ToolCall>> {
+    let Ok(json) = std::env::var(SCRIPTED_CALLS_ENV) else {
+        return Default::default();
+    };
+    match serde_json::from_str::<Vec<Vec<ToolCall>>>(&json) {
+        Ok(turns) => {
+            tracing::warn!(
+                turns = turns.len(),
+                "scripted tool calls in use ({SCRIPTED_CALLS_ENV}): for tests only"
+            );
+            turns.into()
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "{SCRIPTED_CALLS_ENV} is not a list of call lists; ignored");
+            Default::default()
+        }
+    }
+}
+
+/// Whether the open conversation has its Tools switch on (none open: no).
+fn tools_on(w: &mut Worker) -> Result<bool> {
+    let manager = w.manager()?;
+    let Some(id) = manager.open_conversation().cloned() else {
+        return Ok(false);
+    };
+    let settings = manager.store().conversation(&id)?.settings;
+    Ok(crate::commands::agent::tools_enabled(&settings))
+}
+
+/// The open conversation, created first if none is open.
+fn ensure_open(w: &mut Worker) -> Result<memory::ConversationId> {
+    let shared = w.shared.clone();
+    let manager = w.manager()?;
+    if let Some(id) = manager.open_conversation() {
+        return Ok(id.clone());
+    }
+    let id = manager.create(chat::manager::NEW_CONVERSATION_TITLE)?;
+    shared.set_open(Some(id.clone()));
+    Ok(id)
+}
+
+/// What a turn gives back to [`turn`]: the reply, and its generation's stats when it was one
+/// generation (a turn with tools is several).
+pub struct TurnReply {
+    reply: memory::Message,
+    stats: Option<ReplyStats>,
+}
+
+impl From<chat::Turn> for TurnReply {
+    fn from(t: chat::Turn) -> Self {
+        TurnReply {
+            stats: Some(ReplyStats::new(
+                &t.generation.stats,
+                t.generation.stop_reason,
+            )),
+            reply: t.reply,
+        }
+    }
+}
+
+/// What a turn with tools answers.
+enum ToolInput {
+    Send(String),
+    /// The last user message again, its reply dropped.
+    Regenerate,
+    /// This user message replaced by the text, everything after it dropped.
+    Edit(memory::MessageId, String),
+}
+
+/// A turn with tools on the worker: the tools read the granted folders (the grants as the
+/// store keeps them now) and the store through a connection of their own, writes wait for
+/// the user's answer ([`AppApproval`]), and stopping the reply stops the loop. Everything
+/// that can fail is set up before a regenerate or edit takes its messages back.
+fn tool_turn(
+    w: &mut Worker,
+    input: ToolInput,
+    params: &GenerateParams,
+    on_event: &mut dyn FnMut(TurnEvent<'_>),
+) -> Result<TurnReply> {
+    let tool_store = Store::open(&w.database)?.store;
+    let sandbox = chat::tools::sandbox_for(&tool_store, &[])
+        .map_err(|e| AppError::new(e.code(), crate::error::sentence(&e.to_string())))?;
+    let Worker {
+        manager,
+        grammar,
+        remembered,
+        scripted_turns,
+        shared,
+        ..
+    } = w;
+    let manager = manager.as_mut().ok_or_else(AppError::not_ready)?;
+    let engine = manager.engine().clone();
+    if grammar.is_none() {
+        *grammar = Some(CallGrammar::new(engine.tokenizer())?);
+    }
+    let grammar = grammar.as_ref().expect("built above");
+    let host = StoreHost { store: &tool_store };
+    let summarizer = JobSummarizer {
+        engine: &engine,
+        store: &tool_store,
+        params: DocumentParams {
+            context: engine.info().context,
+            ..DocumentParams::default()
+        },
+        cancel: &shared.reply_cancel,
+    };
+    let approval = AppApproval {
+        pending: shared.approval.clone(),
+        cancel: shared.reply_cancel.clone(),
+    };
+    let toolbox = Toolbox {
+        sandbox: &sandbox,
+        host: &host,
+        summarizer: Some(&summarizer),
+        approval: &approval,
+        remembered,
+        limits: Limits::default(),
+    };
+    let engine_model = EngineModel {
+        engine: engine.clone(),
+        session: SessionId::MAIN,
+    };
+    let mut scripted;
+    let mut plain;
+    let model: &mut dyn chat::agent_loop::AgentModel = match scripted_turns.pop_front() {
+        Some(script) => {
+            let format = call_format(engine.tokenizer());
+            scripted = ScriptedCalls::new(engine_model, format, toolbox.tools(), script);
+            &mut scripted
+        }
+        None => {
+            plain = engine_model;
+            &mut plain
+        }
+    };
+    let tools = Tools {
+        model,
+        toolbox: &toolbox,
+        grammar,
+        max_steps: chat::agent_loop::AgentParams::default().max_steps,
+    };
+    let cancel = shared.reply_cancel.clone();
+    let text = match input {
+        ToolInput::Send(text) => text,
+        ToolInput::Regenerate => manager.take_back_last_message()?,
+        ToolInput::Edit(id, text) => {
+            manager.take_back_from(id)?;
+            text
+        }
+    };
+    let turn = manager.send_with_tools(&text, params, tools, &cancel, on_event)?;
+    Ok(TurnReply {
+        reply: turn.reply,
+        stats: None,
+    })
+}
+
 /// Run one turn on the worker, streaming it to `channel`. A conversation is created first if
 /// none is open.
 fn turn(
     w: &mut Worker,
     channel: &Channel<ChatEvent>,
-    f: impl FnOnce(
-        &mut ConversationManager,
-        &GenerateParams,
-        &std::sync::atomic::AtomicBool,
-        &mut dyn FnMut(TurnEvent<'_>),
-    ) -> chat::Result<Turn>,
+    f: impl FnOnce(&mut Worker, &GenerateParams, &mut dyn FnMut(TurnEvent<'_>)) -> Result<TurnReply>,
 ) -> Result<MessageView> {
     let params = w.settings.generate_params();
     let shared = w.shared.clone();
-    let manager = w.manager()?;
-    if manager.open_conversation().is_none() {
-        let id = manager.create(chat::manager::NEW_CONVERSATION_TITLE)?;
-        shared.set_open(Some(id));
-    }
+    ensure_open(w)?;
     shared.reply_cancel.store(false, Ordering::Relaxed);
     shared.replying.store(true, Ordering::Relaxed);
     // the webview may have gone (window closed): the reply is saved all the same
@@ -154,7 +351,7 @@ fn turn(
         }
     };
     let mut batch = TextBatch::default();
-    let result = f(manager, &params, &shared.reply_cancel, &mut |event| {
+    let result = f(w, &params, &mut |event| {
         let now = Instant::now();
         let event = match event {
             TurnEvent::Text(t) => return send_text(batch.push(t, now)),
@@ -162,6 +359,7 @@ fn turn(
             TurnEvent::User(m) => ChatEvent::User(m.into()),
             TurnEvent::Summarizing => ChatEvent::Summarizing,
             TurnEvent::Thermal(n) => ChatEvent::Thermal(n.clone()),
+            TurnEvent::Tool(e) => ChatEvent::Tool(e.clone()),
         };
         send_text(batch.flush(now));
         send(event);
@@ -171,24 +369,22 @@ fn turn(
     // the user may have typed their next message while this reply streamed
     let draft = shared.draft();
     if !draft.trim().is_empty()
+        && let Ok(manager) = w.manager()
         && let Ok(history) = manager.history()
     {
         let _ = manager.engine().set_draft(history, draft);
     }
     match result {
-        Ok(turn) => {
-            let stats = ReplyStats::new(&turn.generation.stats, turn.generation.stop_reason);
-            shared.set_last_reply(stats);
-            let mut reply = MessageView::from(&turn.reply);
-            reply.stats = Some(ReplyStats::new(
-                &turn.generation.stats,
-                turn.generation.stop_reason,
-            ));
+        Ok(TurnReply { reply, stats }) => {
+            if let Some(stats) = &stats {
+                shared.set_last_reply(stats.clone());
+            }
+            let mut reply = MessageView::from(&reply);
+            reply.stats = stats;
             send(ChatEvent::Done(reply.clone()));
             Ok(reply)
         }
         Err(e) => {
-            let e = AppError::from(e);
             send(ChatEvent::Error(e.clone()));
             Err(e)
         }

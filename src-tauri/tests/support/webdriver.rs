@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
-use fantoccini::{Client, ClientBuilder};
+use fantoccini::{Client, ClientBuilder, Locator};
 use serde_json::{Value, json};
 
 const DRIVER_PORT: u16 = 4444;
@@ -47,7 +47,14 @@ fn tauri_driver() -> PathBuf {
 
 /// Start tauri-driver with the app's data, settings and caches under `home`, on the default
 /// model, with `COMPANION_SEED=7`.
+// each test binary compiles this module; not every one calls every helper
+#[allow(dead_code)]
 pub fn start_driver(home: &Path) -> Driver {
+    start_driver_with(home, &[])
+}
+
+/// [`start_driver`], with more environment for the app it starts.
+pub fn start_driver_with(home: &Path, env: &[(&str, String)]) -> Driver {
     assert!(
         std::env::var_os("DISPLAY").is_some(),
         "no display: run the end-to-end test under xvfb-run (scripts/test does)"
@@ -68,6 +75,7 @@ pub fn start_driver(home: &Path) -> Driver {
         .env("COMPANION_MODEL", &model)
         .env("COMPANION_DB", home.join("companion.db"))
         .env("COMPANION_SEED", "7")
+        .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
         .spawn()
         .unwrap_or_else(|e| {
             panic!("tauri-driver cannot start ({e}): run scripts/setup-app, which installs it")
@@ -128,4 +136,37 @@ pub async fn wait_for(c: &Client, condition: &str, timeout: Duration) {
         );
         tokio::time::sleep(Duration::from_millis(25)).await;
     }
+}
+
+/// Save a screenshot of the window as `$CARGO_TARGET_TMPDIR/e2e-screenshots/NAME.png`.
+#[allow(dead_code)]
+pub async fn screenshot(c: &Client, name: &str) -> Vec<u8> {
+    // integration tests have cargo's target tmpdir; an example including this module does not
+    let dir = option_env!("CARGO_TARGET_TMPDIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(std::env::temp_dir)
+        .join("e2e-screenshots");
+    std::fs::create_dir_all(&dir).unwrap();
+    // WebDriver's screenshot is the last frame WebKit drew, which on a busy machine can be from
+    // before the last change the test waited for: wait for two frames to be drawn first
+    c.execute_async(
+        "const done = arguments[arguments.length - 1]; \
+         requestAnimationFrame(() => requestAnimationFrame(() => done(true)));",
+        vec![],
+    )
+    .await
+    .expect("two animation frames");
+    let png = c.screenshot().await.expect("a screenshot");
+    std::fs::write(dir.join(format!("{name}.png")), &png).unwrap();
+    png
+}
+
+#[allow(dead_code)]
+pub async fn click(c: &Client, css: &str) {
+    c.find(Locator::Css(css))
+        .await
+        .unwrap_or_else(|e| panic!("{css}: {e}"))
+        .click()
+        .await
+        .unwrap_or_else(|e| panic!("click {css}: {e}"));
 }
