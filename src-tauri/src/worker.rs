@@ -33,6 +33,9 @@ pub struct Worker {
     /// The agent's call grammar on the loaded model's vocabulary (built at the first turn
     /// with tools, dropped with the model).
     pub grammar: Option<chat::agent_loop::CallGrammar>,
+    /// The tools' own connection to the database (the manager holds the other), opened at the
+    /// first turn with tools: opening runs a quick check of the whole file, not for every turn.
+    pub tool_store: Option<Store>,
     /// "Yes for this conversation" answers, until the app quits.
     pub remembered: agent::RememberedApprovals,
     /// Tests only ([`crate::commands::chat::SCRIPTED_CALLS_ENV`]): which calls each turn with
@@ -59,6 +62,7 @@ impl WorkerHandle {
                     shared,
                     database,
                     grammar: None,
+                    tool_store: None,
                     remembered: agent::RememberedApprovals::new(),
                     scripted_turns: crate::commands::chat::scripted_turns_from_env(),
                 };
@@ -154,6 +158,7 @@ impl Worker {
     /// Load the engine with the current settings, then reopen `reopen` if given.
     pub fn load(&mut self, reopen: Option<ConversationId>) {
         self.grammar = None;
+        self.tool_store = None;
         self.shared.loading("Opening your conversations");
         let store = match Store::open(&self.database) {
             Ok(opened) => opened.store,

@@ -251,27 +251,31 @@ fn tool_turn(
     params: &GenerateParams,
     on_event: &mut dyn FnMut(TurnEvent<'_>),
 ) -> Result<TurnReply> {
-    let tool_store = Store::open(&w.database)?.store;
-    let sandbox = chat::tools::sandbox_for(&tool_store, &[])
-        .map_err(|e| AppError::new(e.code(), crate::error::sentence(&e.to_string())))?;
+    if w.tool_store.is_none() {
+        w.tool_store = Some(Store::open(&w.database)?.store);
+    }
     let Worker {
         manager,
         grammar,
+        tool_store,
         remembered,
         scripted_turns,
         shared,
         ..
     } = w;
+    let tool_store = tool_store.as_ref().expect("opened above");
+    let sandbox = chat::tools::sandbox_for(tool_store, &[])
+        .map_err(|e| AppError::new(e.code(), crate::error::sentence(&e.to_string())))?;
     let manager = manager.as_mut().ok_or_else(AppError::not_ready)?;
     let engine = manager.engine().clone();
     if grammar.is_none() {
         *grammar = Some(CallGrammar::new(engine.tokenizer())?);
     }
     let grammar = grammar.as_ref().expect("built above");
-    let host = StoreHost { store: &tool_store };
+    let host = StoreHost { store: tool_store };
     let summarizer = JobSummarizer {
         engine: &engine,
-        store: &tool_store,
+        store: tool_store,
         params: DocumentParams {
             context: engine.info().context,
             ..DocumentParams::default()
