@@ -1,28 +1,15 @@
-// Reminders that fall due: polled from the store (`due_reminders` returns each one once), shown
-// as a notice in the window and, where the webview offers desktop notifications and the user
-// allowed them, as a desktop notification too.
+// Reminders that fall due: the app's own reminder watch (src-tauri/src/reminders.rs) marks each
+// one shown and shows it as a desktop notification, even while this window is hidden; the
+// window asks for them (`due_reminders` hands each over once, from memory, no database read)
+// and shows each as a notice.
 import { call } from "./api";
 import { showNotice } from "./banner";
 import type { Reminder } from "./types";
 
-export const REMINDER_POLL_MS = 30_000;
+export const REMINDER_POLL_MS = 5_000;
 
 export function reminderText(r: Reminder): string {
   return `Reminder: ${r.text}`;
-}
-
-function notifyDesktop(text: string): void {
-  try {
-    if (typeof Notification === "undefined") return;
-    if (Notification.permission === "granted") new Notification("Companion", { body: text });
-    else if (Notification.permission === "default") {
-      void Notification.requestPermission().then((p) => {
-        if (p === "granted") new Notification("Companion", { body: text });
-      });
-    }
-  } catch {
-    // the in-window notice is shown either way
-  }
 }
 
 export async function showDueReminders(): Promise<number> {
@@ -30,7 +17,6 @@ export async function showDueReminders(): Promise<number> {
   for (const r of due) {
     const text = reminderText(r);
     showNotice(text, { key: `reminder-${r.id}` });
-    notifyDesktop(text);
   }
   return due.length;
 }

@@ -100,7 +100,9 @@ fn reminders_fall_due_once_and_can_be_done() -> Result<()> {
     let dir = tempfile::tempdir()?;
     let store = open(&dir);
     let later = store.add_reminder("water the plants", 2_000, None)?;
+    assert_eq!(store.next_reminder_due()?, Some(2_000));
     let soon = store.add_reminder("call mum", 1_000, None)?;
+    assert_eq!(store.next_reminder_due()?, Some(1_000));
     assert_eq!(
         store
             .reminders(false, 10)?
@@ -116,9 +118,11 @@ fn reminders_fall_due_once_and_can_be_done() -> Result<()> {
         store.due_reminders(1_500)?.is_empty(),
         "shown once, not again"
     );
+    assert_eq!(store.next_reminder_due()?, Some(2_000), "a shown one is not waited for");
     assert_eq!(store.due_reminders(2_500)?.len(), 1);
     store.complete_reminder(later.id)?;
     assert!(store.due_reminders(2_500)?.is_empty());
+    assert_eq!(store.next_reminder_due()?, None, "nothing left to wait for");
     assert_eq!(store.reminders(false, 10)?.len(), 1);
     assert_eq!(store.reminders(true, 10)?.len(), 2);
     assert!(store.reminder(later.id)?.and_then(|r| r.done_at).is_some());

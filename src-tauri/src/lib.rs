@@ -10,6 +10,7 @@ pub mod api_server;
 pub mod approval;
 pub mod commands;
 pub mod error;
+pub mod reminders;
 pub mod settings;
 pub mod settings_file;
 pub mod shared;
@@ -32,6 +33,9 @@ pub use state::{AppConfig, AppState};
 pub fn builder<R: Runtime>(builder: tauri::Builder<R>, config: AppConfig) -> tauri::Builder<R> {
     builder
         .plugin(tauri_plugin_dialog::init())
+        // due reminders as desktop notifications, shown from Rust (crate::reminders); the
+        // webview gets none of the plugin's commands
+        .plugin(tauri_plugin_notification::init())
         .setup(move |app| {
             let state = start(app.handle(), config)?;
             let settings = state.settings();
@@ -42,6 +46,8 @@ pub fn builder<R: Runtime>(builder: tauri::Builder<R>, config: AppConfig) -> tau
                 }
             }
             app.manage(state);
+            let notifier = reminders::PluginNotifier(app.handle().clone());
+            app.manage(reminders::ReminderWatch::start(app.handle().clone(), notifier)?);
             Ok(())
         })
         .on_window_event(|window, event| {
@@ -127,6 +133,9 @@ fn start<R: Runtime>(app: &tauri::AppHandle<R>, config: AppConfig) -> Result<App
 /// Stop the running work and snapshot the open conversation before the process ends, within
 /// [`shutdown::EXIT_DEADLINE`] (the outcome is logged there).
 pub fn on_exit<R: Runtime>(app: &tauri::AppHandle<R>) {
+    if let Some(watch) = app.try_state::<reminders::ReminderWatch>() {
+        watch.stop();
+    }
     if let Some(state) = app.try_state::<AppState>() {
         state.api.stop();
         let _ = shutdown::close_within(&state.worker, &state.shared, shutdown::EXIT_DEADLINE);

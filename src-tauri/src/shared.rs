@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use engine::EngineHandle;
-use memory::ConversationId;
+use memory::{ConversationId, Reminder};
 use serde::Serialize;
 
 use crate::approval::PendingApproval;
@@ -56,6 +56,8 @@ pub struct Shared {
     pub engine_generation: AtomicU64,
     /// The agent's write waiting for the user's answer, if one is.
     pub approval: Arc<PendingApproval>,
+    /// Reminders that fell due ([`crate::reminders`]) and the window has not shown yet.
+    due_reminders: Mutex<Vec<Reminder>>,
 }
 
 /// A poisoned lock only means another command panicked mid-update; the data is still the
@@ -83,6 +85,7 @@ impl Default for Shared {
             document_cancel: Arc::new(AtomicBool::new(false)),
             engine_generation: AtomicU64::new(0),
             approval: Arc::default(),
+            due_reminders: Mutex::default(),
         }
     }
 }
@@ -114,6 +117,15 @@ impl Shared {
 
     pub fn phase(&self) -> Phase {
         lock(&self.load).phase
+    }
+
+    pub fn push_due_reminder(&self, reminder: Reminder) {
+        lock(&self.due_reminders).push(reminder);
+    }
+
+    /// The reminders that fell due since the window last asked (each is handed over once).
+    pub fn take_due_reminders(&self) -> Vec<Reminder> {
+        std::mem::take(&mut *lock(&self.due_reminders))
     }
 
     pub fn notice(&self, text: String) {

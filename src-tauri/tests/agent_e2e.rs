@@ -3,6 +3,9 @@
 //! search and the read as call cards before the answer; ask for a note, see the approval card
 //! with the exact arguments, deny it with Escape and see the write refused (no note kept, the
 //! log saying "you declined"); revoke the folder; reopen the app and find the cards again.
+//! Before all that, a reminder that is already due when the app starts is shown once, both in
+//! the window and as a desktop notification (on a private session bus with a stand-in for the
+//! desktop's notification service, `support::notifications`), and not again after the restart.
 //!
 //! Two things a WebDriver test cannot do are stood in for, by the environment the test starts
 //! the app with (never by the webview): the native folder picker answers with the test's folder
@@ -21,6 +24,7 @@ use std::time::Duration;
 
 use fantoccini::{Client, Locator};
 use serde_json::json;
+use support::notifications::NotificationService;
 use support::webdriver::{ENTER, click, js, screenshot, start_driver_with, wait_for};
 
 const LAST_ASSISTANT: &str =
@@ -105,9 +109,21 @@ async fn the_agent_in_the_app() {
             {"name": "add_note", "arguments": {"title": "Tomatoes", "text": "Water them twice a week."}}
         ]
     ]);
+    // a reminder the agent set earlier, due a minute ago
+    let reminder = "Call the ryokan about the late check-in";
+    {
+        let store = memory::Store::open(&home.path().join("companion.db"))
+            .unwrap()
+            .store;
+        store
+            .add_reminder(reminder, memory::now_ms() - 60_000, None)
+            .unwrap();
+    }
+    let desktop = NotificationService::start(home.path());
     let _driver = start_driver_with(
         home.path(),
         &[
+            ("DBUS_SESSION_BUS_ADDRESS", desktop.address.clone()),
             (
                 "COMPANION_E2E_PICKED_FOLDER",
                 garden.to_string_lossy().into_owned(),
@@ -122,6 +138,27 @@ async fn the_agent_in_the_app() {
         Duration::from_secs(120),
     )
     .await;
+
+    // --- the due reminder: a desktop notification and a notice in the window, once
+    let shown = desktop.wait_for(1, Duration::from_secs(30));
+    assert_eq!(
+        shown
+            .iter()
+            .map(|n| (n.summary.as_str(), n.body.as_str()))
+            .collect::<Vec<_>>(),
+        [("Reminder", reminder)],
+        "{shown:?}"
+    );
+    wait_for(
+        &c,
+        &format!(
+            "[...document.querySelectorAll('.notice[data-key^=reminder-]')].some(n => n.textContent.includes({}))",
+            json!(reminder)
+        ),
+        Duration::from_secs(30),
+    )
+    .await;
+    screenshot(&c, "19-reminder").await;
 
     // --- grant the folder in the Folders panel
     click(&c, "#open-tools").await;
@@ -415,6 +452,17 @@ async fn the_agent_in_the_app() {
         js(&c, "return document.querySelector('#tools-switch').checked").await,
         json!(true),
         "the switch is kept with the conversation"
+    );
+    // the reminder was shown before the restart: not again (the watch has looked by now, at
+    // start, well before the model finished loading)
+    assert_eq!(desktop.shown().len(), 1, "{:?}", desktop.shown());
+    assert_eq!(
+        js(
+            &c,
+            "return document.querySelectorAll('.notice[data-key^=reminder-]').length"
+        )
+        .await,
+        json!(0)
     );
     c.close().await.unwrap();
 }

@@ -115,6 +115,16 @@ impl Store {
         Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
 
+    /// When the next reminder not yet shown nor done falls due (it may be past already): how
+    /// long the app's reminder watch may sleep.
+    pub fn next_reminder_due(&self) -> Result<Option<i64>> {
+        Ok(self.conn.query_row(
+            "SELECT MIN(due_at) FROM reminders WHERE notified_at IS NULL AND done_at IS NULL",
+            [],
+            |r| r.get(0),
+        )?)
+    }
+
     /// The app showed the reminder.
     pub fn mark_reminder_notified(&self, id: ReminderId) -> Result<()> {
         self.touch_reminder("notified_at", id)

@@ -190,18 +190,12 @@ pub async fn delete_reminder(state: State<'_, AppState>, id: i64) -> Result<bool
     state.with_store(|s| Ok(s.delete_reminder(ReminderId(id))?))
 }
 
-/// The reminders that fell due and were not shown yet, marked as shown: the webview polls
-/// this and shows each one once (a banner, and a desktop notification where allowed).
+/// The reminders that fell due since the window last asked: the app's reminder watch
+/// ([`crate::reminders`]) marked them shown and showed them on the desktop; the window shows
+/// each one as a notice.
 #[tauri::command]
-pub async fn due_reminders(state: State<'_, AppState>) -> Result<Vec<Reminder>> {
-    state.with_store(|s| {
-        let now = memory::now_ms();
-        let due = s.due_reminders(now)?;
-        for r in &due {
-            s.mark_reminder_notified(r.id)?;
-        }
-        Ok(due)
-    })
+pub fn due_reminders(state: State<'_, AppState>) -> Vec<Reminder> {
+    state.shared.take_due_reminders()
 }
 
 /// The audit log, newest first: every call the agent made or tried; of one conversation
