@@ -142,7 +142,7 @@ impl Store {
         conn.busy_timeout(BUSY_TIMEOUT)?;
         // Reading the schema and a quick check up front turns a non-SQLite or damaged file into
         // an error here, where it can be moved aside, rather than on some later write.
-        let check: String = conn.query_row("PRAGMA quick_check(1)", [], |r| r.get(0))?;
+        let check = quick_check(&conn)?;
         if check != "ok" {
             return Err(Error::Sqlite(rusqlite::Error::SqliteFailure(
                 rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_CORRUPT),
@@ -232,6 +232,24 @@ impl Store {
         Ok(self
             .conn
             .query_row("PRAGMA integrity_check", [], |r| r.get(0))?)
+    }
+}
+
+/// `PRAGMA quick_check(1)`. Another store creating the schema meanwhile (stores opening a
+/// fresh database together) can change it under the check: SQLite then fails the check's
+/// reading of the search index's virtual table with SQLITE_SCHEMA ("vtable constructor
+/// failed"), which, unlike a plain statement, it does not retry itself. The check is read
+/// again, a few times, as SQLite does for statements.
+fn quick_check(conn: &Connection) -> Result<String> {
+    let mut tries = 0;
+    loop {
+        match conn.query_row("PRAGMA quick_check(1)", [], |r| r.get(0)) {
+            Err(e) if e.sqlite_error_code() == Some(ErrorCode::SchemaChanged) && tries < 10 => {
+                tries += 1;
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            other => return Ok(other?),
+        }
     }
 }
 
