@@ -13,6 +13,19 @@ pub enum DeviceChoice {
     Metal,
 }
 
+impl DeviceChoice {
+    /// The device the app starts on: Metal on the Mac and the iPhone (every one has an Apple
+    /// GPU; a build or device without it falls back to the CPU with a notice), the CPU
+    /// elsewhere.
+    pub fn platform_default() -> Self {
+        if cfg!(any(target_os = "macos", target_os = "ios")) {
+            DeviceChoice::Metal
+        } else {
+            DeviceChoice::Cpu
+        }
+    }
+}
+
 impl std::str::FromStr for DeviceChoice {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {

@@ -246,6 +246,19 @@ impl Engine {
         &self.model
     }
 
+    pub(crate) fn config(&self) -> &EngineConfig {
+        &self.config
+    }
+
+    /// Sessions made from now on hold at most `context` tokens (memory was relieved).
+    pub(crate) fn set_context(&mut self, context: usize) {
+        self.config.context = context;
+        self.info.context = context;
+        self.info.kv_bytes_per_token = (KvShape::of(self.model.arch())
+            .full_bytes(context, self.config.prefill_chunk)
+            / context.max(1) as u64) as usize;
+    }
+
     /// Tokens prefilled between checks for a newer draft.
     pub fn draft_chunk(&self) -> usize {
         self.config.draft_chunk

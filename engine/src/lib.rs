@@ -46,6 +46,7 @@ pub use error::{Error, Result};
 pub use generate::{GenerateParams, Generation, GenerationStats, StopReason};
 pub use inspect::{ModelFacts, inspect_model};
 pub use kv_budget::{PAGE_SIZE, SessionConfig};
+pub use memory_guard::MemoryRelief;
 pub use model::{Hidden, Model};
 pub use runtime::{
     EngineHandle, Event, GenerateOptions, GenerationHandle, Prompt, ScratchSession, SessionId,

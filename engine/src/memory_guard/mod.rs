@@ -8,11 +8,13 @@
 pub mod available;
 pub mod catalog;
 pub mod estimate;
+pub mod relief;
 
 use serde::{Deserialize, Serialize};
 
 pub use available::{SystemMemory, system_memory};
 pub use estimate::{MemoryEstimate, ModelShape};
+pub use relief::{LOW_MEMORY_MARGIN, MemoryRelief, relief_context};
 
 use crate::error::{Error, Result};
 use crate::kv_budget::PAGE_SIZE;

@@ -164,6 +164,24 @@ fn handle(actor: &mut Actor, request: Request, drafts: &DraftSlot, thermal: &The
         Request::ModelSha256 { reply } => {
             let _ = reply.send(engine.model_sha256());
         }
+        Request::Relieve {
+            history,
+            available,
+            reply,
+        } => {
+            drafts.supersede();
+            let scratch = actor.sessions.len().saturating_sub(1);
+            actor.sessions.retain(|id, _| *id == SessionId::MAIN);
+            let result = match actor.sessions.get_mut(&SessionId::MAIN) {
+                Some(main) => actor.engine.relieve(main, &history, available, scratch),
+                None => Err(Error::EngineStopped),
+            };
+            if let Ok(relief) = &result {
+                // a reload after a panic keeps the lowered context
+                actor.config.context = relief.context_after;
+            }
+            let _ = reply.send(result);
+        }
         #[cfg(feature = "test-hooks")]
         Request::Panic { .. } => panic!("a panic asked for by a test"),
         other => {
@@ -234,6 +252,7 @@ impl PanicReply {
             Request::Restore { reply, .. } => err(reply),
             Request::ModelSha256 { reply } => err(reply),
             Request::OpenSession { reply, .. } => err(reply),
+            Request::Relieve { reply, .. } => err(reply),
             _ => PanicReply::Nothing,
         }
     }

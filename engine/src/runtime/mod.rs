@@ -9,9 +9,9 @@
 //! The actor also owns the thermal governor: every generation is paced by it (see
 //! [`crate::thermal`]) and tells its caller, in its own event stream, what it did.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender};
+use std::sync::{Arc, RwLock};
 use std::thread::JoinHandle;
 
 use serde::{Deserialize, Serialize};
@@ -22,6 +22,7 @@ use crate::draft::DraftSlot;
 use crate::engine::{Engine, EngineConfig, ModelInfo, ScoredPosition};
 use crate::error::{Error, Result};
 use crate::generate::{GenerateParams, Generation};
+use crate::memory_guard::MemoryRelief;
 use crate::sampling::TokenConstraint;
 use crate::thermal::{ThermalGovernor, ThermalNotice, ThermalState};
 use crate::tokenizer::{ChatMessage, GemmaTokenizer};
@@ -119,6 +120,12 @@ pub(crate) enum Request {
     CloseSession {
         id: SessionId,
     },
+    /// Memory is short: let go of what can be rebuilt (see [`crate::memory_guard::relief`]).
+    Relieve {
+        history: Vec<ChatMessage>,
+        available: Option<u64>,
+        reply: Sender<Result<MemoryRelief>>,
+    },
     /// Make the engine thread panic (tests of the recovery); the error goes to `events`.
     #[cfg(feature = "test-hooks")]
     Panic {
@@ -150,7 +157,8 @@ impl Drop for ScratchSession {
 pub struct EngineHandle {
     tx: Sender<Request>,
     tokenizer: GemmaTokenizer,
-    info: Arc<ModelInfo>,
+    /// What was loaded; its context changes when memory is relieved.
+    info: Arc<RwLock<ModelInfo>>,
     notice: Option<String>,
     drafts: Arc<DraftSlot>,
     thermal: Arc<ThermalGovernor>,
@@ -272,7 +280,7 @@ impl EngineHandle {
         Ok(EngineHandle {
             tx,
             tokenizer,
-            info: Arc::new(info),
+            info: Arc::new(RwLock::new(info)),
             notice,
             drafts,
             thermal,
@@ -287,8 +295,14 @@ impl EngineHandle {
         &self.tokenizer
     }
 
-    pub fn info(&self) -> &ModelInfo {
-        &self.info
+    /// What was loaded, as it stands now (the context is lowered by [`Self::relieve_memory`]).
+    pub fn info(&self) -> ModelInfo {
+        self.info.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// The context of the open conversation's session now.
+    pub fn context(&self) -> usize {
+        self.info.read().unwrap_or_else(|p| p.into_inner()).context
     }
 
     pub fn device_notice(&self) -> Option<&str> {
@@ -296,8 +310,13 @@ impl EngineHandle {
     }
 
     /// Set when the memory guard lowered the context to fit the device.
-    pub fn memory_notice(&self) -> Option<&str> {
-        self.info.memory.notice.as_deref()
+    pub fn memory_notice(&self) -> Option<String> {
+        self.info
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .memory
+            .notice
+            .clone()
     }
 
     /// The thermal state the engine obeys now.
@@ -456,6 +475,31 @@ impl EngineHandle {
             .send(Request::Snapshot { reply })
             .map_err(|_| Error::EngineStopped)?;
         rx.recv().map_err(|_| Error::EngineStopped)?
+    }
+
+    /// Memory is short (iOS's memory warning, or the memory the app may still allocate fell
+    /// under [`crate::memory_guard::LOW_MEMORY_MARGIN`]): drop the draft's prefill (back to
+    /// `history`, the open conversation's committed messages), close every scratch session and
+    /// lower the context to what fits in `available` bytes (`None`: ask the OS). Runs after the
+    /// request in progress; see [`crate::memory_guard::relief`].
+    pub fn relieve_memory(
+        &self,
+        history: Vec<ChatMessage>,
+        available: Option<u64>,
+    ) -> Result<MemoryRelief> {
+        self.drafts.supersede();
+        let (reply, rx) = mpsc::channel();
+        self.tx
+            .send(Request::Relieve {
+                history,
+                available,
+                reply,
+            })
+            .map_err(|_| Error::EngineStopped)?;
+        let relief = rx.recv().map_err(|_| Error::EngineStopped)??;
+        let mut info = self.info.write().unwrap_or_else(|p| p.into_inner());
+        info.context = relief.context_after;
+        Ok(relief)
     }
 
     /// Replace the open session with a snapshot; on any mismatch the session is left empty.

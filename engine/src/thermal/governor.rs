@@ -3,6 +3,11 @@
 //! jobs, the app) get it with an atomic load; waiters (a paused or paced decode loop) are
 //! woken on every change through a condition variable, so a cooler state takes effect at the
 //! very next sample rather than after a sleep runs out.
+//!
+//! A platform that announces changes (iOS posts `ProcessInfo.thermalStateDidChangeNotification`)
+//! hands them to [`ThermalGovernor::report`]: the sampling thread wakes at once and takes the
+//! reported state as its next reading, through the same hysteresis, instead of waiting for its
+//! next poll.
 
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender};
@@ -54,6 +59,8 @@ struct Inner {
     version: u64,
     resumes: u64,
     stop: bool,
+    /// A state the platform announced ([`ThermalGovernor::report`]), not yet read.
+    reported: Option<ThermalState>,
 }
 
 pub(crate) struct Shared {
@@ -103,6 +110,7 @@ impl ThermalGovernor {
                 version: 0,
                 resumes: 0,
                 stop: false,
+                reported: None,
             }),
             changed: Condvar::new(),
             subscribers: Mutex::new(Vec::new()),
@@ -152,6 +160,16 @@ impl ThermalGovernor {
         self.shared.changed.notify_all();
     }
 
+    /// The platform announced a new state (a notification, not a poll): the sampling thread
+    /// takes it as its next reading at once. Ignored when pacing is off.
+    pub fn report(&self, state: ThermalState) {
+        if self.thread.is_none() {
+            return;
+        }
+        self.shared.lock().reported = Some(state);
+        self.shared.changed.notify_all();
+    }
+
     /// Notices of every change of state from now on, on a channel of their own (the app's
     /// thermal indicator); a dropped receiver is forgotten at the next change.
     pub fn subscribe(&self) -> Receiver<ThermalNotice> {
@@ -198,25 +216,35 @@ fn sample_loop(shared: &Shared, source: &mut dyn ThermalSource, initial: Thermal
     let mut hysteresis = Hysteresis::new(initial, shared.config.hold(), Instant::now());
     let mut next = Instant::now() + interval;
     loop {
+        let reported;
         {
             let inner = shared.lock();
             let wait = next.saturating_duration_since(Instant::now());
-            let (inner, _) = shared
+            let (mut inner, _) = shared
                 .changed
-                .wait_timeout_while(inner, wait, |i| !i.stop && Instant::now() < next)
+                .wait_timeout_while(inner, wait, |i| {
+                    !i.stop && i.reported.is_none() && Instant::now() < next
+                })
                 .unwrap_or_else(|p| p.into_inner());
             if inner.stop {
                 return;
             }
+            reported = inner.reported.take();
         }
-        // Fixed-rate sampling: a slow read does not push later samples back.
-        next += interval;
         let now = Instant::now();
-        if next < now {
-            next = now + interval;
-        }
+        let reading = match reported {
+            Some(state) => state,
+            None => {
+                // Fixed-rate sampling: a slow read does not push later samples back.
+                next += interval;
+                if next < now {
+                    next = now + interval;
+                }
+                source.read()
+            }
+        };
         let previous = hysteresis.applied();
-        if let Some(state) = hysteresis.update(source.read(), now) {
+        if let Some(state) = hysteresis.update(reading, now) {
             publish(shared, previous, state);
         }
     }
@@ -267,6 +295,48 @@ mod tests {
             h.update(ThermalState::Unknown, t0 + Duration::from_secs(5)),
             Some(ThermalState::Unknown)
         );
+    }
+
+    #[test]
+    fn a_reported_state_is_applied_without_waiting_for_the_next_poll() {
+        struct Fixed;
+        impl ThermalSource for Fixed {
+            fn read(&mut self) -> ThermalState {
+                ThermalState::Nominal
+            }
+            fn describe(&self) -> String {
+                "fixed".into()
+            }
+        }
+        // a poll an hour away: only the report can change the state within the test
+        let config = ThermalConfig {
+            sample_interval_ms: 3_600_000,
+            hold_ms: 0,
+            ..ThermalConfig::default()
+        };
+        let g = ThermalGovernor::start(Box::new(Fixed), config);
+        let rx = g.subscribe();
+        g.report(ThermalState::Critical);
+        let notice = rx.recv_timeout(Duration::from_secs(5)).unwrap();
+        assert_eq!(notice.state, ThermalState::Critical);
+        assert_eq!(g.state(), ThermalState::Critical);
+        assert!(g.background_paused());
+        g.report(ThermalState::Fair);
+        assert_eq!(
+            rx.recv_timeout(Duration::from_secs(5)).unwrap().state,
+            ThermalState::Fair
+        );
+
+        // with pacing off there is no thread and a report changes nothing
+        let off = ThermalGovernor::start(
+            Box::new(Fixed),
+            ThermalConfig {
+                enabled: false,
+                ..ThermalConfig::default()
+            },
+        );
+        off.report(ThermalState::Critical);
+        assert_eq!(off.state(), ThermalState::Unknown);
     }
 
     #[test]
