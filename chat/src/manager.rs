@@ -460,6 +460,20 @@ impl ConversationManager {
         }
     }
 
+    /// Memory is short (see `engine::memory_guard::relief`): the engine drops the draft's
+    /// prefill, its scratch sessions and, when the device needs it, lowers the context; the
+    /// summaries policy follows the new context, so the next turn's prompt fits it.
+    pub fn relieve_memory(&mut self, available: Option<u64>) -> Result<engine::MemoryRelief> {
+        let history = if self.open.is_some() {
+            self.history()?
+        } else {
+            Vec::new()
+        };
+        let relief = self.engine.relieve_memory(history, available)?;
+        self.config.policy.context_tokens = relief.context_after;
+        Ok(relief)
+    }
+
     /// Snapshot and close the open conversation.
     pub fn close(&mut self) -> Result<()> {
         self.save_snapshot()?;

@@ -37,7 +37,7 @@ fn tools_write_and_read_the_store_and_every_call_is_audited() -> Result<()> {
         &NewMessage::complete(Role::User, "When should I plant tomatoes?", None),
     )?;
     let sandbox = sandbox_for(&store, &[])?;
-    let host = StoreHost { store: &store };
+    let host = StoreHost::new(&store);
     let remembered = RememberedApprovals::new();
     let yes = |_: &ApprovalRequest<'_>| ApprovalAnswer::YesForConversation;
     let toolbox = Toolbox {
@@ -139,7 +139,7 @@ fn grants_kept_in_the_store_open_the_sandbox_and_the_store_stays_private() -> Re
     let sandbox = sandbox_for(&store, &[GrantSpec::may_write(&extra)])?;
     let names: Vec<String> = sandbox.grants().into_iter().map(|g| g.name).collect();
     assert_eq!(names, ["docs", "extra"]);
-    let host = StoreHost { store: &store };
+    let host = StoreHost::new(&store);
     let remembered = RememberedApprovals::new();
     let toolbox = Toolbox {
         sandbox: &sandbox,

@@ -118,7 +118,11 @@ fn reminders_fall_due_once_and_can_be_done() -> Result<()> {
         store.due_reminders(1_500)?.is_empty(),
         "shown once, not again"
     );
-    assert_eq!(store.next_reminder_due()?, Some(2_000), "a shown one is not waited for");
+    assert_eq!(
+        store.next_reminder_due()?,
+        Some(2_000),
+        "a shown one is not waited for"
+    );
     assert_eq!(store.due_reminders(2_500)?.len(), 1);
     store.complete_reminder(later.id)?;
     assert!(store.due_reminders(2_500)?.is_empty());
@@ -148,6 +152,44 @@ fn granted_folders_are_kept_with_their_mode_and_revoked() -> Result<()> {
     assert!(store.revoke_folder("/home/u/Documents")?);
     assert!(!store.revoke_folder("/home/u/Documents")?);
     assert_eq!(store.folder_grants()?.len(), 1);
+    Ok(())
+}
+
+#[test]
+fn a_bookmarked_grant_keeps_its_bookmark_until_ios_refreshes_it() -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    let store = open(&dir);
+    let path = "/private/var/mobile/Library/Mobile Documents/Garden";
+    store.grant_folder_with(path, GrantMode::Read, Some(b"bookmark-1"))?;
+    assert_eq!(
+        store.folder_grants()?[0].bookmark.as_deref(),
+        Some(&b"bookmark-1"[..])
+    );
+    // a mode change without a new bookmark keeps the one there
+    store.grant_folder(path, GrantMode::Write)?;
+    let g = &store.folder_grants()?[0];
+    assert_eq!(
+        (g.mode, g.bookmark.as_deref()),
+        (GrantMode::Write, Some(&b"bookmark-1"[..]))
+    );
+    // iOS said it was stale and made another
+    assert!(store.refresh_grant_bookmark(path, b"bookmark-2")?);
+    assert_eq!(
+        store.folder_grants()?[0].bookmark.as_deref(),
+        Some(&b"bookmark-2"[..])
+    );
+    assert!(!store.refresh_grant_bookmark("/elsewhere", b"x")?);
+    // the bookmark never reaches the webview
+    let json = serde_json::to_value(&store.folder_grants()?[0])?;
+    assert!(json.get("bookmark").is_none(), "{json}");
+
+    let r = store.add_reminder("call mum", 1_000, None)?;
+    assert_eq!(store.reminder(r.id)?.unwrap().external_id, None);
+    store.set_reminder_external_id(r.id, "EK-1")?;
+    assert_eq!(
+        store.reminder(r.id)?.unwrap().external_id.as_deref(),
+        Some("EK-1")
+    );
     Ok(())
 }
 

@@ -117,6 +117,12 @@ fn a_version_3_database_keeps_its_agent_data_and_its_writerless_reply_is_stopped
     assert_eq!(store.search_notes("ryokan", 10)?.len(), 1);
     assert_eq!(store.reminders(false, 10)?.len(), 1);
     assert_eq!(store.folder_grants()?.len(), 1);
+    assert_eq!(
+        store.folder_grants()?[0].bookmark,
+        None,
+        "v6: no bookmark before"
+    );
+    assert_eq!(store.reminders(false, 10)?[0].external_id, None);
     assert_eq!(store.tool_calls(None, 0, 10)?.len(), 1);
     assert_eq!(store.search("maple", 10)?.len(), 1);
     let raw = rusqlite::Connection::open(&path)?;

@@ -170,7 +170,7 @@ impl Worker {
             Ok(engine) => engine,
             Err(e) => return self.shared.failed(load_error(e, &self.settings)),
         };
-        for notice in [engine.device_notice(), engine.memory_notice()]
+        for notice in [engine.device_notice(), engine.memory_notice().as_deref()]
             .into_iter()
             .flatten()
         {

@@ -85,7 +85,7 @@ fn run(
     task: &str,
     cancel: Arc<AtomicBool>,
 ) -> (AgentOutcome, Vec<AgentEvent>, usize) {
-    let host = StoreHost { store: &fx.store };
+    let host = StoreHost::new(&fx.store);
     let asked = RefCell::new(0usize);
     let approval = |_: &ApprovalRequest<'_>| {
         *asked.borrow_mut() += 1;
@@ -363,7 +363,7 @@ fn a_conversation_turn_with_tools_keeps_its_calls_and_the_chat_goes_on() {
         chat::ManagerConfig::for_engine(&engine),
     );
     let id = manager.create("New conversation").unwrap();
-    let host = StoreHost { store: &fx.store };
+    let host = StoreHost::new(&fx.store);
     let remembered = RememberedApprovals::new();
     let approval = |_: &ApprovalRequest<'_>| ApprovalAnswer::No;
     let toolbox = Toolbox {

@@ -10,6 +10,25 @@ use memory::{ConversationId, NewToolCall, Store, ToolOutcome};
 /// The tools' database: conversations, notes, reminders and the audit log of one store.
 pub struct StoreHost<'a> {
     pub store: &'a Store,
+    /// Where reminders also go on a platform that has its own (EventKit on iOS).
+    pub platform_reminders: Option<&'a dyn PlatformReminders>,
+}
+
+impl<'a> StoreHost<'a> {
+    pub fn new(store: &'a Store) -> Self {
+        StoreHost {
+            store,
+            platform_reminders: None,
+        }
+    }
+}
+
+/// The platform's own reminders (the Reminders app on iOS, through the mobile plugin): a
+/// reminder the agent creates is kept in the store and also put there, so that the platform
+/// alerts the user even when Companion is not running.
+pub trait PlatformReminders {
+    /// Put the reminder there; its identifier there, or why not (access refused, say).
+    fn create(&self, text: &str, due_at: i64) -> Result<String, String>;
 }
 
 pub(crate) fn host_error(e: memory::Error) -> HostError {
@@ -97,10 +116,23 @@ impl ToolHost for StoreHost<'_> {
         text: &str,
         due_at: i64,
     ) -> Result<ReminderView, HostError> {
-        self.store
+        let reminder = self
+            .store
             .add_reminder(text, due_at, conversation(key).as_ref())
-            .map(reminder_view)
-            .map_err(host_error)
+            .map_err(host_error)?;
+        if let Some(platform) = self.platform_reminders {
+            match platform.create(&reminder.text, reminder.due_at) {
+                Ok(external) => self
+                    .store
+                    .set_reminder_external_id(reminder.id, &external)
+                    .map_err(host_error)?,
+                // kept here all the same: the app shows it when it falls due
+                Err(e) => {
+                    tracing::warn!(error = %e, "the reminder is not in the platform's reminders")
+                }
+            }
+        }
+        Ok(reminder_view(reminder))
     }
 
     fn list_reminders(

@@ -67,7 +67,7 @@ pub fn run(args: Args) -> Result<()> {
         ctrlc::set_handler(move || cancel.store(true, Ordering::Relaxed))
             .context("cannot install the Ctrl-C handler")?;
     }
-    let host = StoreHost { store: &store };
+    let host = StoreHost::new(&store);
     let remembered = RememberedApprovals::new();
     let summarizer = JobSummarizer {
         engine: &engine,

@@ -67,7 +67,7 @@ pub fn run(args: Args) -> Result<()> {
         })
         .context("cannot install the Ctrl-C handler")?;
     }
-    let host = StoreHost { store: &tool_store };
+    let host = StoreHost::new(&tool_store);
     let remembered = RememberedApprovals::new();
     let summarizer = JobSummarizer {
         engine: &engine,

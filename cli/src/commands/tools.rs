@@ -111,7 +111,7 @@ fn run_call(args: CallArgs) -> Result<()> {
         .with_context(|| format!("the arguments of {} are not valid JSON", args.name))?;
     let store = args.store.open()?;
     let sandbox = super::tools::command_line_sandbox(&args.allow, &args.allow_write, &store)?;
-    let host = StoreHost { store: &store };
+    let host = StoreHost::new(&store);
     let remembered = RememberedApprovals::new();
     let summarizer = LazySummarizer {
         model: args.model.clone(),

@@ -227,6 +227,20 @@ impl Store {
         Ok(out)
     }
 
+    /// Fold the write-ahead log into the database file (`PRAGMA wal_checkpoint(TRUNCATE)`),
+    /// so that the file alone holds every committed write: before iOS suspends the app, which
+    /// it may then end without another word. Every commit is already durable (synchronous
+    /// FULL); this only makes the next start's recovery work nothing. `false` when a reader
+    /// kept part of the log from being folded (it is folded later).
+    pub fn checkpoint(&self) -> Result<bool> {
+        let (busy, _, _): (i64, i64, i64) =
+            self.conn
+                .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| {
+                    Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+                })?;
+        Ok(busy == 0)
+    }
+
     /// `PRAGMA integrity_check`: "ok" for a sound database.
     pub fn integrity_check(&self) -> Result<String> {
         Ok(self

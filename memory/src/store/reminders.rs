@@ -29,9 +29,13 @@ pub struct Reminder {
     pub notified_at: Option<i64>,
     /// When the user marked it done.
     pub done_at: Option<i64>,
+    /// Its identifier in the platform's own reminders (EventKit's `calendarItemIdentifier` on
+    /// iOS), when it was also put there: the platform then alerts the user itself.
+    pub external_id: Option<String>,
 }
 
-const COLUMNS: &str = "id, text, due_at, conversation_id, created_at, notified_at, done_at";
+const COLUMNS: &str =
+    "id, text, due_at, conversation_id, created_at, notified_at, done_at, external_id";
 
 fn reminder(r: &rusqlite::Row<'_>) -> rusqlite::Result<Reminder> {
     Ok(Reminder {
@@ -42,6 +46,7 @@ fn reminder(r: &rusqlite::Row<'_>) -> rusqlite::Result<Reminder> {
         created_at: r.get(4)?,
         notified_at: r.get(5)?,
         done_at: r.get(6)?,
+        external_id: r.get(7)?,
     })
 }
 
@@ -76,7 +81,17 @@ impl Store {
             created_at: now,
             notified_at: None,
             done_at: None,
+            external_id: None,
         })
+    }
+
+    /// The reminder was also put in the platform's own reminders, under `external_id`.
+    pub fn set_reminder_external_id(&self, id: ReminderId, external_id: &str) -> Result<()> {
+        self.conn.execute(
+            "UPDATE reminders SET external_id = ?2 WHERE id = ?1",
+            params![id.0, external_id],
+        )?;
+        Ok(())
     }
 
     pub fn reminder(&self, id: ReminderId) -> Result<Option<Reminder>> {

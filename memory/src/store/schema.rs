@@ -9,7 +9,7 @@ use rusqlite::Connection;
 use crate::error::{Error, Result};
 
 /// The schema version this code writes.
-pub const SCHEMA_VERSION: i64 = 5;
+pub const SCHEMA_VERSION: i64 = 6;
 
 /// Version 1: conversations, messages, L2 summaries and KV snapshot records.
 const V1: &str = "
@@ -178,6 +178,15 @@ CREATE TABLE models (
 ALTER TABLE conversations ADD COLUMN model_sha256 TEXT;
 ";
 
+/// Version 6: what the iPhone needs. A folder picked through iOS's document picker is reached
+/// only through its security-scoped bookmark (resolved at every use: the user can move or
+/// revoke it); a reminder the agent created is also in the Reminders app, under EventKit's
+/// identifier.
+const V6: &str = "
+ALTER TABLE folder_grants ADD COLUMN bookmark BLOB;
+ALTER TABLE reminders ADD COLUMN external_id TEXT;
+";
+
 /// One upgrade step: SQL, then Rust for what SQL cannot do (filling a new index).
 struct Step {
     sql: &'static str,
@@ -203,6 +212,10 @@ const STEPS: [Step; SCHEMA_VERSION as usize] = [
     },
     Step {
         sql: V5,
+        after: None,
+    },
+    Step {
+        sql: V6,
         after: None,
     },
 ];
