@@ -67,9 +67,16 @@ pub fn default_model_path() -> std::path::PathBuf {
 }
 
 /// The models directory: `$XDG_CACHE_HOME/companion/models` (`~/.cache/...` on Linux,
-/// `~/Library/Caches/...` on macOS), where the default model is fetched and the app copies the
-/// models it imports.
+/// `~/Library/Caches/...` on macOS, Application Support in the iOS app's container), where the
+/// default model is fetched and the app copies the models it imports.
 pub fn models_dir() -> std::path::PathBuf {
+    // iOS may purge Caches when space runs low: a model the user imported must stay, so it
+    // lives in Application Support (kept out of iCloud backup by the app)
+    if cfg!(target_os = "ios")
+        && let Some(home) = std::env::var_os("HOME")
+    {
+        return std::path::PathBuf::from(home).join("Library/Application Support/Companion/models");
+    }
     let cache = std::env::var_os("XDG_CACHE_HOME")
         .filter(|p| !p.is_empty())
         .map(std::path::PathBuf::from)

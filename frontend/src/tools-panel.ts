@@ -100,7 +100,9 @@ export function createToolsPanel(): ToolsPanel {
         { class: "folder-text" },
         el("strong", { class: "folder-name", text: f.name }),
         el("span", { class: "folder-path", text: f.path }),
-        f.available ? null : el("span", { class: "tag error", text: "missing" }),
+        f.available
+          ? null
+          : el("span", { class: "tag error", text: "missing", title: f.unavailableReason }),
       ),
       mode,
       revoke,

@@ -86,6 +86,8 @@ export interface FolderView {
   addedAt: number;
   /** The folder is there (an unplugged disk's grant stays, shown as missing). */
   available: boolean;
+  /** Why it is not (moved, deleted, or on iOS its access revoked in Files). */
+  unavailableReason: string | null;
 }
 
 export interface Note {

@@ -19,7 +19,7 @@ const $ = <T extends Element = HTMLElement>(s: string) => document.querySelector
 const $$ = (s: string) => Array.from(document.querySelectorAll<HTMLElement>(s));
 
 function folder(path: string, mode: FolderView["mode"] = "read"): FolderView {
-  return { path, name: path.split("/").pop()!, mode, addedAt: 1, available: true };
+  return { path, name: path.split("/").pop()!, mode, addedAt: 1, available: true, unavailableReason: null };
 }
 
 describe("the tools panel", () => {

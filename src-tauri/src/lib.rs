@@ -10,6 +10,7 @@ pub mod api_server;
 pub mod approval;
 pub mod commands;
 pub mod error;
+pub mod mobile_bridge;
 pub mod reminders;
 pub mod settings;
 pub mod settings_file;
@@ -36,6 +37,8 @@ pub fn builder<R: Runtime>(builder: tauri::Builder<R>, config: AppConfig) -> tau
         // due reminders as desktop notifications, shown from Rust (crate::reminders); the
         // webview gets none of the plugin's commands
         .plugin(tauri_plugin_notification::init())
+        // the iOS side (mobile/): lifecycle, memory, thermal state, bookmarks, EventKit
+        .plugin(companion_mobile::init())
         .setup(move |app| {
             let state = start(app.handle(), config)?;
             let settings = state.settings();
@@ -46,8 +49,12 @@ pub fn builder<R: Runtime>(builder: tauri::Builder<R>, config: AppConfig) -> tau
                 }
             }
             app.manage(state);
+            connect_platform(app.handle());
             let notifier = reminders::PluginNotifier(app.handle().clone());
-            app.manage(reminders::ReminderWatch::start(app.handle().clone(), notifier)?);
+            app.manage(reminders::ReminderWatch::start(
+                app.handle().clone(),
+                notifier,
+            )?);
             Ok(())
         })
         .on_window_event(|window, event| {
@@ -104,6 +111,32 @@ pub fn builder<R: Runtime>(builder: tauri::Builder<R>, config: AppConfig) -> tau
             commands::logs::log_folder,
             commands::logs::open_log_folder,
         ])
+}
+
+/// Give the mobile plugin the app's reaction to the OS's events, and the tools the platform's
+/// bookmarks and reminders ([`mobile_bridge`]).
+fn connect_platform<R: Runtime>(app: &tauri::AppHandle<R>) {
+    use companion_mobile::MobileExt;
+    let handle = app.clone();
+    app.mobile()
+        .on_event(move |event| mobile_bridge::handle(&handle, event));
+    let state = app.state::<AppState>();
+    let platform_reminders = cfg!(target_os = "ios") || companion_mobile::HAS_FAKE_OS;
+    state.shared.set_platform_tools(shared::PlatformTools {
+        bookmarks: Some(Arc::new(mobile_bridge::PluginBookmarks(app.clone()))),
+        reminders: platform_reminders.then(|| {
+            Arc::new(mobile_bridge::PluginReminders(app.clone()))
+                as Arc<dyn chat::tools::PlatformReminders + Send + Sync>
+        }),
+    });
+    #[cfg(target_os = "ios")]
+    {
+        mobile_bridge::watch_available_memory(app.clone());
+        // the models: out of iCloud backup, readable once the phone was unlocked after boot
+        if let Err(e) = app.mobile().protect_storage(&state.config.models_dir) {
+            tracing::warn!(code = e.code(), error = %e, "the model folder's attributes were not set");
+        }
+    }
 }
 
 /// Open the database (a damaged one is set aside and the user told), read the settings, and

@@ -39,8 +39,9 @@ pub trait DesktopNotifier: Send + 'static {
 
 /// The reminders due at `now` that were not shown yet: each is marked shown first (so a store
 /// that fails is not a notification every second), then queued for the window and shown on the
-/// desktop. A notification that fails is logged, never retried: the window's notice and the
-/// Reminders panel still have it. Returns how long to wait before looking again.
+/// desktop, unless the platform's own reminders have it (it alerts by itself). A
+/// notification that fails is logged, never retried: the window's notice and the Reminders
+/// panel still have it. Returns how long to wait before looking again.
 pub fn deliver_due(
     store: &Store,
     now: i64,
@@ -49,6 +50,11 @@ pub fn deliver_due(
 ) -> memory::Result<Duration> {
     for reminder in store.due_reminders(now)? {
         store.mark_reminder_notified(reminder.id)?;
+        // one in the platform's own reminders (iOS: the Reminders app) alerts by itself
+        if reminder.external_id.is_some() {
+            shared.push_due_reminder(reminder);
+            continue;
+        }
         if let Err(e) = notifier.show(NOTIFICATION_TITLE, &reminder.text) {
             // the reminder's text is the user's: not in the log
             tracing::warn!(id = reminder.id.0, error = %e, "a reminder's desktop notification failed");
@@ -78,7 +84,9 @@ impl<R: Runtime> DesktopNotifier for PluginNotifier<R> {
         let notifications = self.0.notification();
         // always granted on Linux and macOS; iOS asks the user once, here, when the first
         // reminder falls due rather than at the first start
-        let mut permission = notifications.permission_state().map_err(|e| e.to_string())?;
+        let mut permission = notifications
+            .permission_state()
+            .map_err(|e| e.to_string())?;
         if matches!(
             permission,
             PermissionState::Prompt | PermissionState::PromptWithRationale
@@ -194,7 +202,9 @@ mod tests {
         let shared = Shared::default();
         let notifier = Recorder::default();
         store.add_reminder("call mum", 1_000, None).unwrap();
-        store.add_reminder("water the plants", 60_000, None).unwrap();
+        store
+            .add_reminder("water the plants", 60_000, None)
+            .unwrap();
 
         let wait = deliver_due(&store, 2_000, &shared, &notifier).unwrap();
         assert_eq!(

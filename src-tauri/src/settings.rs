@@ -54,7 +54,7 @@ impl Default for Settings {
             max_tokens: 512,
             context_size: 4096,
             threads: engine::device::physical_cores(),
-            device: DeviceChoice::Cpu,
+            device: DeviceChoice::platform_default(),
             system_prompt: String::new(),
             fair_rate: thermal.fair_rate,
             serious_rate: thermal.serious_rate,

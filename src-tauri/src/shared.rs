@@ -58,6 +58,20 @@ pub struct Shared {
     pub approval: Arc<PendingApproval>,
     /// Reminders that fell due ([`crate::reminders`]) and the window has not shown yet.
     due_reminders: Mutex<Vec<Reminder>>,
+    /// A reply was stopped because the app went to the background (iOS): the user hears so
+    /// when it comes back.
+    pub stopped_in_background: AtomicBool,
+    /// What the platform adds to the tools (iOS: bookmarked folders, the Reminders app).
+    platform: Mutex<PlatformTools>,
+}
+
+/// The platform's side of the agent's tools ([`crate::mobile_bridge`]).
+#[derive(Clone, Default)]
+pub struct PlatformTools {
+    /// Resolves folders granted through a security-scoped bookmark.
+    pub bookmarks: Option<Arc<dyn chat::tools::BookmarkResolver>>,
+    /// Where reminders also go (the Reminders app).
+    pub reminders: Option<Arc<dyn chat::tools::PlatformReminders + Send + Sync>>,
 }
 
 /// A poisoned lock only means another command panicked mid-update; the data is still the
@@ -86,6 +100,8 @@ impl Default for Shared {
             engine_generation: AtomicU64::new(0),
             approval: Arc::default(),
             due_reminders: Mutex::default(),
+            stopped_in_background: AtomicBool::new(false),
+            platform: Mutex::default(),
         }
     }
 }
@@ -126,6 +142,14 @@ impl Shared {
     /// The reminders that fell due since the window last asked (each is handed over once).
     pub fn take_due_reminders(&self) -> Vec<Reminder> {
         std::mem::take(&mut *lock(&self.due_reminders))
+    }
+
+    pub fn set_platform_tools(&self, tools: PlatformTools) {
+        *lock(&self.platform) = tools;
+    }
+
+    pub fn platform_tools(&self) -> PlatformTools {
+        lock(&self.platform).clone()
     }
 
     pub fn notice(&self, text: String) {

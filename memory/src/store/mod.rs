@@ -306,7 +306,8 @@ pub fn default_database_path() -> PathBuf {
 /// a database moved elsewhere does not make the folder it was moved to Companion's.
 pub fn default_data_dir() -> PathBuf {
     let home = std::env::var_os("HOME").map(PathBuf::from);
-    let base = if cfg!(target_os = "macos") {
+    // the app's container on iOS has the same Library/Application Support
+    let base = if cfg!(any(target_os = "macos", target_os = "ios")) {
         home.map(|h| h.join("Library/Application Support/Companion"))
     } else {
         std::env::var_os("XDG_DATA_HOME")

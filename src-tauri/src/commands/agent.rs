@@ -12,6 +12,7 @@ use memory::{
 };
 use serde::Serialize;
 use tauri::{AppHandle, Runtime, State};
+#[cfg(not(target_os = "ios"))]
 use tauri_plugin_dialog::DialogExt;
 
 use crate::error::{AppError, Result};
@@ -33,19 +34,29 @@ pub struct FolderView {
     /// `read` or `write`.
     pub mode: GrantMode,
     pub added_at: i64,
-    /// The folder is there (a grant of an unplugged disk stays, shown as missing).
+    /// The folder is there (a grant of an unplugged disk stays, shown as missing; on iOS, a
+    /// folder whose access the user revoked in Files).
     pub available: bool,
+    /// Why it is not, when it is not.
+    pub unavailable_reason: Option<String>,
 }
 
-impl From<FolderGrant> for FolderView {
-    fn from(g: FolderGrant) -> Self {
+impl FolderView {
+    /// The grant as the panel shows it, located as the tools would locate it.
+    fn of(
+        store: &memory::Store,
+        g: FolderGrant,
+        bookmarks: Option<&dyn chat::tools::BookmarkResolver>,
+    ) -> Self {
+        let located = chat::tools::locate_grant(store, &g, bookmarks);
         let path = Path::new(&g.path);
         FolderView {
             name: path
                 .file_name()
                 .map(|n| n.to_string_lossy().into_owned())
                 .unwrap_or_else(|| g.path.clone()),
-            available: path.is_dir(),
+            available: located.is_ok(),
+            unavailable_reason: located.err(),
             path: g.path,
             mode: g.mode,
             added_at: g.added_at,
@@ -63,12 +74,54 @@ fn mode(may_write: bool) -> GrantMode {
 
 #[tauri::command]
 pub async fn list_folders(state: State<'_, AppState>) -> Result<Vec<FolderView>> {
+    let platform = state.shared.platform_tools();
     state.with_store(|s| {
         Ok(s.folder_grants()?
             .into_iter()
-            .map(FolderView::from)
+            .map(|g| FolderView::of(s, g, platform.bookmarks.as_deref()))
             .collect())
     })
+}
+
+/// A folder the user picked: its path and, on iOS, its security-scoped bookmark.
+type Picked = (PathBuf, Option<Vec<u8>>);
+
+/// The native folder picker (GTK, AppKit).
+#[cfg(not(target_os = "ios"))]
+async fn pick_folder<R: Runtime>(app: &AppHandle<R>) -> Result<Option<Picked>> {
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    app.dialog()
+        .file()
+        .set_title("Choose a folder Companion may look in")
+        .pick_folder(move |picked| {
+            let _ = tx.send(picked);
+        });
+    match rx.await.ok().flatten() {
+        Some(picked) => Ok(Some((
+            picked.into_path().map_err(|e| {
+                AppError::new(
+                    "folder",
+                    format!("That folder cannot be used from here ({e}); pick one on this device."),
+                )
+            })?,
+            None,
+        ))),
+        None => Ok(None),
+    }
+}
+
+/// iOS's document picker, through the mobile plugin: the folder comes with the bookmark that
+/// is the only way to reach it again.
+#[cfg(target_os = "ios")]
+async fn pick_folder<R: Runtime>(app: &AppHandle<R>) -> Result<Option<Picked>> {
+    use companion_mobile::MobileExt;
+    let app = app.clone();
+    // the plugin waits for the user's answer: not on an async worker thread
+    let picked = tauri::async_runtime::spawn_blocking(move || app.mobile().pick_folder())
+        .await
+        .map_err(|e| AppError::new("folder", format!("The folder picker failed: {e}.")))?
+        .map_err(|e| AppError::new(e.code(), crate::error::sentence(&e.to_string())))?;
+    Ok(picked.map(|p| (p.path, Some(p.bookmark))))
 }
 
 /// Grant a folder the user picks in the native folder picker; `None` when they cancelled.
@@ -80,29 +133,10 @@ pub async fn add_folder<R: Runtime>(
     may_write: bool,
 ) -> Result<Option<FolderView>> {
     let picked = match std::env::var_os(PICKED_FOLDER_ENV) {
-        Some(path) => Some(PathBuf::from(path)),
-        None => {
-            let (tx, rx) = tokio::sync::oneshot::channel();
-            app.dialog()
-                .file()
-                .set_title("Choose a folder Companion may look in")
-                .pick_folder(move |picked| {
-                    let _ = tx.send(picked);
-                });
-            match rx.await.ok().flatten() {
-                Some(picked) => Some(picked.into_path().map_err(|e| {
-                    AppError::new(
-                        "folder",
-                        format!(
-                            "That folder cannot be used from here ({e}); pick one on this device."
-                        ),
-                    )
-                })?),
-                None => None,
-            }
-        }
+        Some(path) => Some((PathBuf::from(path), None)),
+        None => pick_folder(&app).await?,
     };
-    let Some(path) = picked else {
+    let Some((path, bookmark)) = picked else {
         return Ok(None);
     };
     let path = std::fs::canonicalize(&path).map_err(|e| {
@@ -137,10 +171,14 @@ pub async fn add_folder<R: Runtime>(
         },
     )?;
     let path = path.to_string_lossy().into_owned();
-    tracing::info!(may_write, "folder granted");
+    tracing::info!(may_write, bookmark = bookmark.is_some(), "folder granted");
+    let platform = state.shared.platform_tools();
     state
-        .with_store(|s| Ok(s.grant_folder(&path, mode(may_write))?))
-        .map(|g| Some(g.into()))
+        .with_store(|s| {
+            let g = s.grant_folder_with(&path, mode(may_write), bookmark.as_deref())?;
+            Ok(FolderView::of(s, g, platform.bookmarks.as_deref()))
+        })
+        .map(Some)
 }
 
 /// Make a granted folder read-only, or let the agent write there (each write still asks).
@@ -154,9 +192,11 @@ pub async fn set_folder_mode(
     if !known.iter().any(|g| g.path == path) {
         return Err(AppError::new("not_granted", "That folder is not granted."));
     }
-    state
-        .with_store(|s| Ok(s.grant_folder(&path, mode(may_write))?))
-        .map(FolderView::from)
+    let platform = state.shared.platform_tools();
+    state.with_store(|s| {
+        let g = s.grant_folder(&path, mode(may_write))?;
+        Ok(FolderView::of(s, g, platform.bookmarks.as_deref()))
+    })
 }
 
 #[tauri::command]

@@ -264,15 +264,27 @@ fn tool_turn(
         ..
     } = w;
     let tool_store = tool_store.as_ref().expect("opened above");
-    let sandbox = chat::tools::sandbox_for(tool_store, &[])
-        .map_err(|e| AppError::new(e.code(), crate::error::sentence(&e.to_string())))?;
+    let platform = shared.platform_tools();
+    let (sandbox, unavailable) =
+        chat::tools::sandbox_with(tool_store, &[], platform.bookmarks.as_deref())
+            .map_err(|e| AppError::new(e.code(), crate::error::sentence(&e.to_string())))?;
+    for grant in unavailable {
+        tracing::info!(reason = %grant.reason, "a granted folder is not available");
+        tracing::debug!(path = %grant.path, "the folder not available");
+    }
     let manager = manager.as_mut().ok_or_else(AppError::not_ready)?;
     let engine = manager.engine().clone();
     if grammar.is_none() {
         *grammar = Some(CallGrammar::new(engine.tokenizer())?);
     }
     let grammar = grammar.as_ref().expect("built above");
-    let host = StoreHost { store: tool_store };
+    let host = StoreHost {
+        store: tool_store,
+        platform_reminders: platform
+            .reminders
+            .as_deref()
+            .map(|r| r as &dyn chat::tools::PlatformReminders),
+    };
     let summarizer = JobSummarizer {
         engine: &engine,
         store: tool_store,
