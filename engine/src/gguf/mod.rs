@@ -216,6 +216,14 @@ impl ModelFile {
             .fold(0u64, u64::saturating_add)
     }
 
+    /// Bytes of one tensor's data, if present.
+    pub fn tensor_data_bytes(&self, name: &str) -> Option<u64> {
+        self.content
+            .tensor_infos
+            .get(name)
+            .and_then(tensor_byte_len)
+    }
+
     /// A tensor's shape in candle's row-major order (GGUF dims reversed), if present.
     pub fn tensor_dims(&self, name: &str) -> Option<&[usize]> {
         self.content.tensor_infos.get(name).map(|i| i.shape.dims())

@@ -34,6 +34,7 @@ impl GemmaSize {
         let n_global = self.n_layer / 6;
         ModelShape {
             file_bytes: self.file_bytes,
+            gathered_bytes: 0,
             n_vocab: 262_144,
             n_embd: self.n_embd,
             q_width: self.n_head * self.head_dim,

@@ -5,7 +5,11 @@
 //! ```text
 //! total   = weights + kv_cache + rope + compute + runtime
 //! weights = the GGUF file's size              (memory-mapped; a forward pass touches every
-//!                                              tensor page, loading touches the metadata)
+//!           − gathered tables                  tensor page, loading touches the metadata;
+//!                                              a table read only by rows — Gemma 4's
+//!                                              per-layer token embeddings, the token
+//!                                              embeddings when the output is untied — has
+//!                                              only the rows of tokens seen resident)
 //! kv      = Σ over layers that store K and V:  (global: context, sliding: min(window + chunk,
 //!           context)) × 2 × n_kv_head × head_dim × 2 (f16)   (kv_budget::KvShape::full_bytes;
 //!           Gemma 4's shared layers store nothing)
@@ -39,6 +43,10 @@ const RUNTIME_BASE_BYTES: u64 = 12 << 20;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ModelShape {
     pub file_bytes: u64,
+    /// Bytes of the tables read only row by row (gathered), which stay mostly on disk: the
+    /// per-layer token embeddings of Gemma 4's E-series (1.9 GB of E2B's 3.4 GB Q4_K_M file),
+    /// and the token embeddings when the output has a matrix of its own.
+    pub gathered_bytes: u64,
     pub n_vocab: usize,
     pub n_embd: usize,
     /// Widest query projection of any layer (`n_head × head_dim`).
@@ -59,6 +67,7 @@ impl ModelShape {
     pub fn of_arch(arch: &ModelArch, file_bytes: u64) -> Self {
         ModelShape {
             file_bytes,
+            gathered_bytes: 0,
             n_vocab: arch.n_vocab,
             n_embd: arch.n_embd,
             q_width: arch.max_q_width(),
@@ -73,7 +82,18 @@ impl ModelShape {
 
     /// The shape of an opened (not loaded) GGUF file.
     pub fn of_file(file: &ModelFile) -> Self {
-        Self::of_arch(file.arch(), file.file_size())
+        use crate::gguf::keys;
+        let mut gathered = file
+            .tensor_data_bytes(keys::PER_LAYER_TOKEN_EMBD)
+            .unwrap_or(0);
+        if file.has_tensor(keys::OUTPUT) {
+            gathered =
+                gathered.saturating_add(file.tensor_data_bytes(keys::TOKEN_EMBD).unwrap_or(0));
+        }
+        ModelShape {
+            gathered_bytes: gathered.min(file.file_size()),
+            ..Self::of_arch(file.arch(), file.file_size())
+        }
     }
 }
 
@@ -94,7 +114,7 @@ pub struct MemoryEstimate {
 impl MemoryEstimate {
     pub fn new(shape: &ModelShape, context: usize, prefill_chunk: usize) -> Self {
         let chunk = prefill_chunk.min(context).max(1) as u64;
-        let weights_bytes = shape.file_bytes;
+        let weights_bytes = shape.file_bytes.saturating_sub(shape.gathered_bytes);
         let kv_cache_bytes = shape
             .kv
             .full_bytes(context, prefill_chunk.min(context).max(1));
