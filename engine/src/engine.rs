@@ -145,6 +145,7 @@ impl Engine {
         }
         let tokenizer = GemmaTokenizer::from_gguf(&file)?;
         let model = Model::load(&mut file, memory.context, &device, backend)?;
+        let weights_seconds = t0.elapsed().as_secs_f64();
         let reduced = config.thermal.reduced_threads(model.threads());
         let model = model.with_reduced_threads(reduced)?;
         let arch: &ModelArch = model.arch();
@@ -186,11 +187,19 @@ impl Engine {
             device_notice,
             model_sha256: OnceLock::new(),
         };
+        let warm_up_started = t0.elapsed().as_secs_f64();
         if engine.config.warm_up {
             engine.warm_up()?;
         }
         engine.info.load_seconds = t0.elapsed().as_secs_f64();
-        tracing::info!(seconds = engine.info.load_seconds, "model loaded");
+        // the phases, for a slow start: device and weights (on CUDA the context, cuBLAS and
+        // the fused kernels' module), then the warm-up (candle's kernels' modules)
+        tracing::info!(
+            seconds = engine.info.load_seconds,
+            weights_seconds,
+            warm_up_seconds = engine.info.load_seconds - warm_up_started,
+            "model loaded"
+        );
         Ok(engine)
     }
 
@@ -369,6 +378,61 @@ impl Engine {
                 });
             }
             offset += chunk.len();
+        }
+        Ok(out)
+    }
+}
+
+impl Engine {
+    /// Teacher-forced scoring through the decode step, the path generation takes: the
+    /// prompt `ids[..from]` is prefilled, then every later token goes through one decode step
+    /// (on CUDA, the fused kernels of `backend::cuda_decode`, read back here). Positions
+    /// `from..n` as [`Self::score`] reports them.
+    pub fn score_decoding(&self, ids: &[u32], from: usize) -> Result<Vec<ScoredPosition>> {
+        if ids.len() < 2 || from == 0 || from >= ids.len() {
+            return Err(Error::InvalidArgument(
+                "decode scoring needs a prompt and at least one token after it".into(),
+            ));
+        }
+        if ids.len() > self.context() {
+            return Err(Error::PromptTooLong {
+                tokens: ids.len(),
+                context: self.context(),
+            });
+        }
+        let scored = |pos: usize, logits: &[f32]| -> Result<ScoredPosition> {
+            let row = log_softmax(logits);
+            let target = ids[pos] as usize;
+            let logprob = *row.get(target).ok_or_else(|| {
+                Error::InvalidArgument(format!("token id {target} is outside the vocabulary"))
+            })?;
+            Ok(ScoredPosition {
+                pos,
+                top: top_k(&row, 5),
+                logprob,
+            })
+        };
+        let mut session = self.new_session()?;
+        let hidden = session.prefill(&self.model, &ids[..from])?;
+        let mut out = vec![scored(from, &self.logits_vec(&hidden)?)?];
+        let fused = self
+            .model
+            .fused_sampling(&crate::sampling::SamplingParams::greedy());
+        if fused.is_some() {
+            self.model.fused_begin(&[], &mut || 0.5)?;
+        }
+        for (step, &id) in ids[from..ids.len() - 1].iter().enumerate() {
+            let logits = match &fused {
+                Some(s) => {
+                    session.step_fused(&self.model, id, step, s, &mut || 0.5)?;
+                    self.model.fused_logits()?
+                }
+                None => {
+                    let hidden = session.step(&self.model, id)?;
+                    self.logits_vec(&hidden)?
+                }
+            };
+            out.push(scored(from + step + 1, &logits)?);
         }
         Ok(out)
     }

@@ -72,6 +72,12 @@ pub struct GenerationStats {
     pub constrained_tokens: usize,
     #[serde(default)]
     pub constraint_seconds: f64,
+    /// Backend operations the prefill dispatched (kernel launches on the fused CUDA path:
+    /// `backend::counting`), and the decode steps after it.
+    #[serde(default)]
+    pub prefill_ops: u64,
+    #[serde(default)]
+    pub decode_ops: u64,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -201,6 +207,7 @@ impl Engine {
         let tokenizer = self.tokenizer();
         let stop_ids = tokenizer.stop_ids();
         let t0 = Instant::now();
+        let ops_at_start = self.model.ops();
         // every prompt token is reused when the session holds exactly the prompt with its last
         // hidden state (a sent draft); otherwise at least the last one is run again
         let reused = if session.tokens() == prompt && session.has_last_hidden() {
@@ -213,6 +220,7 @@ impl Engine {
             .ok_or_else(|| Error::InvalidArgument("nothing to generate from".into()))?;
         let mut logits = self.logits_vec(&hidden)?;
         let prefill_seconds = t0.elapsed().as_secs_f64();
+        let ops_after_prefill = self.model.ops();
 
         let mut stream = tokenizer.stream();
         let mut filter = StopFilter::new(&params.stop_strings);
@@ -222,6 +230,14 @@ impl Engine {
         let mut first_token_at = None;
         let mut constrained_tokens = 0usize;
         let mut constraint_seconds = 0.0f64;
+        // CUDA with the fused decode: each step samples its next token on the device, so
+        // the logits never come back (a constraint needs them on the host: not then)
+        let fused = constraint
+            .is_none()
+            .then(|| self.model.fused_sampling(&params.sampling))
+            .flatten();
+        let mut device_next: Option<u32> = None;
+        let mut device_steps = 0usize;
         let mut emit = |piece: &str, text: &mut String| {
             if !piece.is_empty() {
                 text.push_str(piece);
@@ -237,6 +253,7 @@ impl Engine {
             }
             let mut complete = false;
             let id = match constraint.as_deref_mut() {
+                None if device_next.is_some() => device_next.take().unwrap_or_default(),
                 None => sampler.sample(&mut logits, &history),
                 Some(c) => {
                     let started = Instant::now();
@@ -284,8 +301,23 @@ impl Engine {
             if cancel.load(Ordering::Relaxed) {
                 break StopReason::Cancelled;
             }
-            let hidden = session.prefill(&self.model, &[id])?;
-            logits = self.logits_vec(&hidden)?;
+            match &fused {
+                Some(sampling) => {
+                    if device_steps == 0 {
+                        self.model.fused_begin(&history, &mut || sampler.draw())?;
+                    }
+                    let next =
+                        session.step_fused(&self.model, id, device_steps, sampling, &mut || {
+                            sampler.draw()
+                        })?;
+                    device_next = Some(next);
+                    device_steps += 1;
+                }
+                None => {
+                    let hidden = session.prefill(&self.model, &[id])?;
+                    logits = self.logits_vec(&hidden)?;
+                }
+            }
         };
         if stop_reason != StopReason::StopString {
             if let Some(rest) = stream.finish() {
@@ -321,6 +353,8 @@ impl Engine {
             paused_seconds: 0.0,
             constrained_tokens,
             constraint_seconds,
+            prefill_ops: ops_after_prefill - ops_at_start,
+            decode_ops: self.model.ops() - ops_after_prefill,
         };
         Ok(Generation {
             ids,

@@ -279,6 +279,23 @@ impl KvCache {
         Ok(())
     }
 
+    /// Device caches: grow cache layer `i` until it holds positions `..end` (a global layer
+    /// by whole pages; a sliding ring never grows), for a writer outside this module.
+    #[cfg(feature = "cuda")]
+    pub(crate) fn ensure_device_slots(&mut self, i: usize, end: usize) -> candle_core::Result<()> {
+        self.ensure_slots(i, end)
+    }
+
+    /// Device caches: cache layer `i`'s K and V tensors (`[n_kv_head, slots, head_dim]`, f16)
+    /// and its slots.
+    #[cfg(feature = "cuda")]
+    pub(crate) fn device_layer(&self, i: usize) -> Option<(&Tensor, &Tensor, usize)> {
+        match &self.layers.get(i)?.data {
+            LayerData::Device { k, v } => Some((k, v, self.slots(i))),
+            LayerData::Host { .. } => None,
+        }
+    }
+
     /// Device caches: write `k`, `v` (`[n_kv_head, seq, head_dim]`, f32) for positions
     /// `start..start+seq` of cache layer `i`, rounded to f16.
     pub(crate) fn write_device(
@@ -500,13 +517,13 @@ impl KvCache {
         let end = start + seq;
         let used = if sliding { end.min(self.ring) } else { end };
         let mut m = vec![f32::NEG_INFINITY; seq * used];
-        for s in 0..used {
-            let p = if sliding { self.ring_pos[s] } else { Some(s) };
-            let Some(p) = p else { continue };
-            for qi in 0..seq {
-                let q = start + qi;
-                if p <= q && window.is_none_or(|w| q - p < w) {
-                    m[qi * used + s] = 0.0;
+        // row by row, so each query's row is written in order
+        for (qi, row) in m.chunks_exact_mut(used.max(1)).enumerate().take(seq) {
+            let q = start + qi;
+            for (s, cell) in row.iter_mut().enumerate() {
+                let p = if sliding { self.ring_pos[s] } else { Some(s) };
+                if p.is_some_and(|p| p <= q && window.is_none_or(|w| q - p < w)) {
+                    *cell = 0.0;
                 }
             }
         }

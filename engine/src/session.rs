@@ -83,6 +83,22 @@ impl Session {
         result
     }
 
+    /// One fused decode step (CUDA, see `backend::cuda_decode`): append `token` and return the
+    /// next token, sampled on the device. No hidden state is kept.
+    pub(crate) fn step_fused(
+        &mut self,
+        model: &Model,
+        token: u32,
+        step: usize,
+        sampling: &crate::model::FusedSampling,
+        draws: &mut dyn FnMut() -> f32,
+    ) -> Result<u32> {
+        self.last_hidden = None;
+        let result = model.fused_step(&mut self.cache, token, step, sampling, draws);
+        self.sync_tokens(&[token], result.is_ok());
+        result
+    }
+
     /// One decode step: append one token and return its hidden state.
     pub fn step(&mut self, model: &Model, token: u32) -> Result<Hidden> {
         self.prefill(model, &[token])

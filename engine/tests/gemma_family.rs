@@ -88,18 +88,34 @@ fn load(path: &PathBuf, backend: BackendChoice) -> Engine {
     .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
+/// How positions are scored: in one pass (prefill) or token by token through the decode step.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Path {
+    Prefill,
+    Decode,
+}
+
 /// (top-1 agreements, decided steps, mean |Δ logprob|).
-fn agreement(engine: &Engine, reference: &Reference) -> (usize, usize, f64) {
+fn agreement(engine: &Engine, reference: &Reference, path: Path) -> (usize, usize, f64) {
     let (mut agree, mut decided, mut sum, mut steps) = (0, 0, 0f64, 0);
     for case in &reference.generate {
         let mut ids = case.prompt_ids.clone();
         ids.extend(&case.ids);
-        let scored = engine.score(&ids).expect("scoring works");
         let n0 = case.prompt_ids.len();
+        // `score` reports positions 1.., `score_decoding` positions n0..
+        let (scored, first) = match path {
+            Path::Prefill => (engine.score(&ids).expect("scoring works"), 1),
+            Path::Decode => (
+                engine
+                    .score_decoding(&ids, n0)
+                    .expect("decode scoring works"),
+                n0,
+            ),
+        };
         assert_eq!(case.steps.len(), case.ids.len());
         for (j, step) in case.steps.iter().enumerate() {
             // the distribution after prompt + ids[..j], and our log-prob of ids[j] = step.id
-            let ours = &scored[n0 + j - 1];
+            let ours = &scored[n0 + j - first];
             assert_eq!(ours.pos, n0 + j);
             assert_eq!(ids[ours.pos], step.id);
             let mine = ours.top[0].0;
@@ -123,12 +139,12 @@ fn limits(stem: &str) -> (f64, f64) {
     }
 }
 
-fn check_backend(backend: BackendChoice) {
+fn check_backend(backend: BackendChoice, scoring: Path) {
     let mut report = Vec::new();
     let mut failures = Vec::new();
     for (stem, path, reference) in fixtures() {
         let engine = load(&path, backend);
-        let (agree, decided, mean) = agreement(&engine, &reference);
+        let (agree, decided, mean) = agreement(&engine, &reference, scoring);
         let rate = agree as f64 / decided as f64;
         let (min_rate, max_mean) = limits(&stem);
         let line = format!(
@@ -143,7 +159,7 @@ fn check_backend(backend: BackendChoice) {
         }
         report.push(line);
     }
-    eprintln!("{backend:?} backend:\n{}", report.join("\n"));
+    eprintln!("{backend:?} backend, {scoring:?}:\n{}", report.join("\n"));
     assert!(
         failures.is_empty(),
         "below the limits:\n{}",
@@ -153,12 +169,20 @@ fn check_backend(backend: BackendChoice) {
 
 #[test]
 fn host_backend_agrees_with_llamacpp_on_every_generation() {
-    check_backend(BackendChoice::Host);
+    check_backend(BackendChoice::Host, Path::Prefill);
 }
 
 #[test]
 fn candle_backend_agrees_with_llamacpp_on_every_generation() {
-    check_backend(BackendChoice::Candle);
+    check_backend(BackendChoice::Candle, Path::Prefill);
+}
+
+/// Generation runs its tokens one decode step at a time (on CUDA through the fused kernels,
+/// which `scripts/agreement-decode` checks on a GPU): the same limits hold on that path.
+#[test]
+fn decode_steps_agree_with_llamacpp_on_every_generation() {
+    check_backend(BackendChoice::Host, Path::Decode);
+    check_backend(BackendChoice::Candle, Path::Decode);
 }
 
 #[test]

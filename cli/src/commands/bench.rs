@@ -91,13 +91,18 @@ pub fn run(args: Args) -> Result<()> {
     }))?;
 
     let prompt = prompt_ids(&engine, args.prefill_tokens)?;
+    let mut prefill_ops = 0;
     let prefill = median((0..reps).map(|_| {
         engine.reset_session()?;
         let g = run_one(&engine, Prompt::Ids(prompt.clone()), greedy(1, true))?;
+        prefill_ops = g.stats.prefill_ops;
         Ok(g.stats.prompt_tokens as f64 / g.stats.prefill_seconds)
     }))?;
+    let chunk = args.model.engine_config().prefill_chunk.max(1);
+    let prefill_chunks = args.prefill_tokens.div_ceil(chunk) as u64;
 
     let start = prompt_ids(&engine, 8)?;
+    let mut decode_ops = 0.0;
     let decode = median((0..reps).map(|_| {
         engine.reset_session()?;
         // the first token comes from the prefill; the next `decode_tokens` are decode steps
@@ -106,6 +111,8 @@ pub fn run(args: Args) -> Result<()> {
             Prompt::Ids(start.clone()),
             greedy(args.decode_tokens + 1, true),
         )?;
+        let steps = g.stats.generated_tokens.saturating_sub(1).max(1);
+        decode_ops = g.stats.decode_ops as f64 / steps as f64;
         Ok(g.stats.decode_tokens_per_second)
     }))?;
 
@@ -131,6 +138,10 @@ pub fn run(args: Args) -> Result<()> {
         "prefillTokensPerSecond": prefill,
         "decodeTokens": args.decode_tokens,
         "decodeTokensPerSecond": decode,
+        // operations dispatched to the backend (kernel launches on the fused CUDA decode)
+        "opsPerDecodeToken": decode_ops,
+        "opsPerPrefillChunk": prefill_ops as f64 / prefill_chunks as f64,
+        "prefillChunk": chunk,
         "peakRssBytes": peak_rss,
         "kvBytesPerToken": info.kv_bytes_per_token,
         "typing": typing.to_json(),
@@ -163,6 +174,13 @@ pub fn run(args: Args) -> Result<()> {
         stdout,
         "decode            {:.1} tok/s ({} tokens)",
         decode, args.decode_tokens
+    )?;
+    writeln!(
+        stdout,
+        "ops dispatched    {:.0} per decode token, {:.0} per prefill chunk of {} tokens",
+        decode_ops,
+        prefill_ops as f64 / prefill_chunks as f64,
+        chunk
     )?;
     match peak_rss {
         Some(b) => writeln!(stdout, "peak RSS          {:.1} MB", b as f64 / 1e6)?,

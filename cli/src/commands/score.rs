@@ -12,6 +12,10 @@ pub struct Args {
     /// A JSON array of token ids
     #[arg(long, value_name = "FILE")]
     ids_file: PathBuf,
+    /// Prefill the first N ids, then score each later position through one decode step (the
+    /// path generation takes: on CUDA the fused decode kernels) instead of in one pass
+    #[arg(long, value_name = "N")]
+    decode_from: Option<usize>,
     #[command(flatten)]
     model: ModelOptions,
 }
@@ -32,7 +36,10 @@ pub fn run(args: Args) -> Result<()> {
     // Make room for the whole sequence unless the user chose a larger context.
     model.context = model.context.max(ids.len() as u32);
     let engine = model.spawn()?;
-    let scored = engine.score(ids)?;
+    let scored = match args.decode_from {
+        Some(from) => engine.score_decoding(ids, from)?,
+        None => engine.score(ids)?,
+    };
     let out: Vec<serde_json::Value> = scored
         .iter()
         .map(|s| {

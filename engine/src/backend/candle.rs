@@ -12,11 +12,40 @@ use crate::model::{Hidden, Linear, Model, Norm, RopeTable};
 
 pub(crate) struct CandleBackend<'a> {
     model: &'a Model,
+    /// Attention masks of this forward pass by (sliding, window, start, seq): every layer of
+    /// a kind reads the same one (the cache claims a step's positions before its layers run,
+    /// `KvCache::begin_step`), so it is built and uploaded once per pass, not once per layer —
+    /// a 512-token prompt's mask is 1 MiB, and building it per layer cost more than the
+    /// prefill's GPU work.
+    masks: std::cell::RefCell<Vec<(MaskKey, Tensor)>>,
 }
+
+type MaskKey = (bool, Option<usize>, usize, usize);
 
 impl<'a> CandleBackend<'a> {
     pub fn new(model: &'a Model) -> Self {
-        CandleBackend { model }
+        CandleBackend {
+            model,
+            masks: std::cell::RefCell::new(Vec::new()),
+        }
+    }
+
+    /// The additive mask for queries `start..start+seq` over the cache's used slots.
+    fn mask(
+        &self,
+        cache: &KvCache,
+        sliding: bool,
+        window: Option<usize>,
+        start: usize,
+        seq: usize,
+    ) -> Result<Tensor> {
+        let key = (sliding, window, start, seq);
+        if let Some((_, m)) = self.masks.borrow().iter().find(|(k, _)| *k == key) {
+            return Ok(m.clone());
+        }
+        let m = cache.mask(sliding, window, start, seq, self.device())?;
+        self.masks.borrow_mut().push((key, m.clone()));
+        Ok(m)
     }
 
     fn device(&self) -> &Device {
@@ -102,12 +131,12 @@ impl Backend for CandleBackend<'_> {
             cache.write_device(spec.cache_layer, start, &k, &v)?;
         }
         let (keys, values) = cache.device_view(spec.cache_layer, start + seq)?;
-        let mask = cache.mask(
+        let mask = self.mask(
+            cache,
             spec.sliding,
             spec.window.filter(|_| spec.sliding),
             start,
             seq,
-            self.device(),
         )?;
         let used = keys.dim(1)?;
         let group = n_head / n_kv;

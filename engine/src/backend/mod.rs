@@ -11,11 +11,15 @@
 //! fuses what it can inside an operation; the order of operations is the model's.
 
 mod candle;
+mod counting;
+#[cfg(feature = "cuda")]
+pub(crate) mod cuda_decode;
 mod host;
 
 use serde::{Deserialize, Serialize};
 
 pub(crate) use self::candle::CandleBackend;
+pub(crate) use counting::Counting;
 pub(crate) use host::HostBackend;
 
 use crate::error::Result;

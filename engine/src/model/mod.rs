@@ -18,7 +18,7 @@ mod weights;
 use candle_core::Device;
 
 use crate::arch::ModelArch;
-use crate::backend::{Backend, BackendKind, CandleBackend, HostBackend};
+use crate::backend::{Backend, BackendKind, CandleBackend, Counting, HostBackend};
 use crate::error::{Error, Result};
 use crate::gguf::ModelFile;
 use crate::kv_cache::{KvCache, KvStorage};
@@ -28,6 +28,13 @@ pub(crate) use hidden::Repr as HiddenRepr;
 pub(crate) use linear::Linear;
 pub use rope::RopeTable;
 pub(crate) use weights::{Norm, Weights};
+
+/// Sampler settings the fused CUDA decode runs on the device (see [`Model::fused_sampling`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct FusedSampling(
+    #[cfg(feature = "cuda")] crate::backend::cuda_decode::DeviceSampling,
+    #[cfg(not(feature = "cuda"))] (),
+);
 
 /// Which positions' hidden states a forward pass should produce.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -56,6 +63,13 @@ pub struct Model {
     /// their work by `rayon::current_num_threads()`, so they simply split it fewer ways.
     reduced_pool: Option<rayon::ThreadPool>,
     use_reduced: std::sync::atomic::AtomicBool,
+    /// Backend operations dispatched so far (kernel launches on the fused CUDA path): see
+    /// `backend::counting`.
+    ops: std::sync::atomic::AtomicU64,
+    /// The fused decode step on CUDA, when the model is on a CUDA device and the kernels
+    /// cover it (`backend::cuda_decode`); `COMPANION_CUDA_FUSED=0` turns it off.
+    #[cfg(feature = "cuda")]
+    fused: Option<std::sync::Mutex<crate::backend::cuda_decode::CudaDecoder>>,
 }
 
 impl Model {
@@ -87,7 +101,8 @@ impl Model {
         } else {
             None
         };
-        Ok(Model {
+        #[allow(unused_mut)]
+        let mut model = Model {
             arch,
             weights,
             ropes,
@@ -96,7 +111,36 @@ impl Model {
             pool,
             reduced_pool: None,
             use_reduced: std::sync::atomic::AtomicBool::new(false),
-        })
+            ops: std::sync::atomic::AtomicU64::new(0),
+            #[cfg(feature = "cuda")]
+            fused: None,
+        };
+        #[cfg(feature = "cuda")]
+        if backend == BackendKind::Candle
+            && std::env::var("COMPANION_CUDA_FUSED").map_or(true, |v| v != "0")
+        {
+            model.fused =
+                crate::backend::cuda_decode::CudaDecoder::new(&model)?.map(std::sync::Mutex::new);
+        }
+        Ok(model)
+    }
+
+    /// Backend operations dispatched so far (see `backend::counting`).
+    pub fn ops(&self) -> u64 {
+        self.ops.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Kernels one decode step launches on the fused CUDA path, when it runs.
+    pub fn fused_kernels_per_token(&self) -> Option<usize> {
+        #[cfg(feature = "cuda")]
+        if let Some(f) = &self.fused {
+            return Some(
+                f.lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .kernels_per_token,
+            );
+        }
+        None
     }
 
     pub fn arch(&self) -> &ModelArch {
@@ -181,10 +225,14 @@ impl Model {
             )));
         }
         let result = match (self.backend, self.active_pool()) {
-            (BackendKind::Host, Some(pool)) => {
-                pool.install(|| self.forward_chunks(&HostBackend::new(self), tokens, cache, output))
+            (BackendKind::Host, Some(pool)) => pool.install(|| {
+                let b = Counting::new(HostBackend::new(self), &self.ops);
+                self.forward_chunks(&b, tokens, cache, output)
+            }),
+            _ => {
+                let b = Counting::new(CandleBackend::new(self), &self.ops);
+                self.forward_chunks(&b, tokens, cache, output)
             }
-            _ => self.forward_chunks(&CandleBackend::new(self), tokens, cache, output),
         };
         if result.is_err() {
             // A half-written step leaves the cache inconsistent; start it over.
@@ -196,8 +244,10 @@ impl Model {
     /// Logits `[rows, n_vocab]` for hidden states, soft-capped when the model says so.
     pub fn logits(&self, hidden: &Hidden) -> Result<Vec<Vec<f32>>> {
         let run = || match self.backend {
-            BackendKind::Host => HostBackend::new(self).logits(hidden),
-            BackendKind::Candle => CandleBackend::new(self).logits(hidden),
+            BackendKind::Host => Counting::new(HostBackend::new(self), &self.ops).logits(hidden),
+            BackendKind::Candle => {
+                Counting::new(CandleBackend::new(self), &self.ops).logits(hidden)
+            }
         };
         match self.active_pool() {
             Some(pool) => pool.install(run),
@@ -211,6 +261,92 @@ impl Model {
 
     pub(crate) fn rope(&self, index: usize) -> &RopeTable {
         &self.ropes[index]
+    }
+
+    /// Rope table `index` (the fused CUDA decoder reads its device copy).
+    #[cfg(feature = "cuda")]
+    pub(crate) fn rope_table(&self, index: usize) -> &RopeTable {
+        &self.ropes[index]
+    }
+
+    /// Whether decode steps with `sampling` can run fused on the device (and sample there).
+    pub(crate) fn fused_sampling(
+        &self,
+        sampling: &crate::sampling::SamplingParams,
+    ) -> Option<FusedSampling> {
+        #[cfg(feature = "cuda")]
+        if self.fused.is_some() {
+            return crate::backend::cuda_decode::DeviceSampling::of(sampling).map(FusedSampling);
+        }
+        let _ = sampling;
+        None
+    }
+
+    /// A fused generation starts: the recent tokens for the penalties, the sampler's draws.
+    pub(crate) fn fused_begin(&self, recent: &[u32], draws: &mut dyn FnMut() -> f32) -> Result<()> {
+        #[cfg(feature = "cuda")]
+        if let Some(f) = &self.fused {
+            return f
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .begin(recent, draws);
+        }
+        let _ = (recent, draws);
+        Err(Error::InvalidArgument(
+            "no fused decode on this device".into(),
+        ))
+    }
+
+    /// The logits of the last fused decode step (soft-capped as [`Self::logits`]'s).
+    pub(crate) fn fused_logits(&self) -> Result<Vec<f32>> {
+        #[cfg(feature = "cuda")]
+        if let Some(f) = &self.fused {
+            return f.lock().unwrap_or_else(|p| p.into_inner()).logits();
+        }
+        Err(Error::InvalidArgument(
+            "no fused decode on this device".into(),
+        ))
+    }
+
+    /// One fused decode step: `token` at `cache.len()` through the model; the next token,
+    /// sampled on the device.
+    pub(crate) fn fused_step(
+        &self,
+        cache: &mut KvCache,
+        token: u32,
+        step: usize,
+        sampling: &FusedSampling,
+        draws: &mut dyn FnMut() -> f32,
+    ) -> Result<u32> {
+        #[cfg(feature = "cuda")]
+        if let Some(f) = &self.fused {
+            if token as usize >= self.arch.n_vocab {
+                return Err(Error::InvalidArgument(format!(
+                    "token id {token} is outside the vocabulary of {}",
+                    self.arch.n_vocab
+                )));
+            }
+            let result = f.lock().unwrap_or_else(|p| p.into_inner()).step(
+                cache,
+                token,
+                step,
+                &sampling.0,
+                draws,
+            );
+            match &result {
+                Ok(_) => {
+                    let kernels = self.fused_kernels_per_token().unwrap_or(0) as u64;
+                    self.ops
+                        .fetch_add(kernels, std::sync::atomic::Ordering::Relaxed);
+                }
+                Err(_) => cache.clear(),
+            }
+            return result;
+        }
+        let _ = (cache, token, step, sampling, draws);
+        Err(Error::InvalidArgument(
+            "no fused decode on this device".into(),
+        ))
     }
 }
 

@@ -61,6 +61,12 @@ impl RopeTable {
         })
     }
 
+    /// The device copies of the cos and sin tables (`[positions, n_rot / 2]`, f32).
+    #[cfg(feature = "cuda")]
+    pub(crate) fn device_tables(&self) -> Option<(&Tensor, &Tensor)> {
+        self.device.as_ref().map(|(c, s)| (c, s))
+    }
+
     pub fn len(&self) -> usize {
         self.cos.len() / self.half.max(1)
     }

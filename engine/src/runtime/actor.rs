@@ -148,8 +148,15 @@ fn handle(actor: &mut Actor, request: Request, drafts: &DraftSlot, thermal: &The
                 },
             });
         }
-        Request::Score { ids, reply } => {
-            let _ = reply.send(engine.score(&ids));
+        Request::Score {
+            ids,
+            decode_from,
+            reply,
+        } => {
+            let _ = reply.send(match decode_from {
+                Some(from) => engine.score_decoding(&ids, from),
+                None => engine.score(&ids),
+            });
         }
         Request::OpenSession { id, reply } => {
             let _ = reply.send(engine.new_session().map(|s| {

@@ -95,6 +95,8 @@ pub(crate) enum Request {
     },
     Score {
         ids: Vec<u32>,
+        /// Score positions from here on through the decode step (`Engine::score_decoding`).
+        decode_from: Option<usize>,
         reply: Sender<Result<Vec<ScoredPosition>>>,
     },
     ResetSession,
@@ -404,11 +406,29 @@ impl EngineHandle {
         Ok(GenerationHandle { events, cancel })
     }
 
+    /// Score positions `from..` of `ids` through the decode step, the path generation takes
+    /// (see `Engine::score_decoding`); blocks until done.
+    pub fn score_decoding(&self, ids: Vec<u32>, from: usize) -> Result<Vec<ScoredPosition>> {
+        let (reply, rx) = mpsc::channel();
+        self.tx
+            .send(Request::Score {
+                ids,
+                decode_from: Some(from),
+                reply,
+            })
+            .map_err(|_| Error::EngineStopped)?;
+        rx.recv().map_err(|_| Error::EngineStopped)?
+    }
+
     /// Score `ids` (teacher-forced); blocks until done.
     pub fn score(&self, ids: Vec<u32>) -> Result<Vec<ScoredPosition>> {
         let (reply, rx) = mpsc::channel();
         self.tx
-            .send(Request::Score { ids, reply })
+            .send(Request::Score {
+                ids,
+                decode_from: None,
+                reply,
+            })
             .map_err(|_| Error::EngineStopped)?;
         rx.recv().map_err(|_| Error::EngineStopped)?
     }

@@ -90,6 +90,12 @@ impl Sampler {
         &self.params
     }
 
+    /// The next uniform draw in [0, 1) of the seeded RNG: what [`Self::sample`] draws for one
+    /// token when it samples (the device sampler gets the same sequence).
+    pub(crate) fn draw(&mut self) -> f32 {
+        self.rng.random()
+    }
+
     /// Choose the next token from `logits`, given the tokens so far (for penalties).
     pub fn sample(&mut self, logits: &mut [f32], history: &[u32]) -> u32 {
         let p = &self.params;

@@ -1,0 +1,132 @@
+//! Counting what a forward pass dispatches: [`Counting`] wraps a backend and adds one to a
+//! counter per operation of the interface it is asked for (a matrix product of several
+//! matrices is one; an attention is one). On a GPU each is at least one kernel launch — on
+//! Metal one encoder dispatch — so the count per decode token is the number that bounds how
+//! fast a small model can decode when the host feeds the device op by op; `companion bench`
+//! reports it (the fused CUDA decode reports its kernel launches instead).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use super::{AttentionSpec, Backend};
+use crate::error::Result;
+use crate::kv_cache::KvCache;
+use crate::model::{Hidden, Linear, Norm, RopeTable};
+
+pub(crate) struct Counting<'a, B> {
+    inner: B,
+    ops: &'a AtomicU64,
+}
+
+impl<'a, B> Counting<'a, B> {
+    pub fn new(inner: B, ops: &'a AtomicU64) -> Self {
+        Counting { inner, ops }
+    }
+
+    fn one(&self) {
+        self.ops.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+impl<B: Backend> Backend for Counting<'_, B> {
+    type Act = B::Act;
+
+    fn embed(&self, table: &Linear, tokens: &[u32], scale: f32) -> Result<Self::Act> {
+        self.one();
+        self.inner.embed(table, tokens, scale)
+    }
+
+    fn rms_norm(&self, x: &Self::Act, w: &Norm, eps: f32) -> Result<Self::Act> {
+        self.one();
+        self.inner.rms_norm(x, w, eps)
+    }
+
+    fn rms_norm_in_place(
+        &self,
+        x: &mut Self::Act,
+        w: Option<&Norm>,
+        width: usize,
+        eps: f32,
+    ) -> Result<()> {
+        self.one();
+        self.inner.rms_norm_in_place(x, w, width, eps)
+    }
+
+    fn matmul(&self, w: &Linear, x: &Self::Act) -> Result<Self::Act> {
+        self.one();
+        self.inner.matmul(w, x)
+    }
+
+    fn matmul_many(&self, ws: &[&Linear], x: &Self::Act) -> Result<Vec<Self::Act>> {
+        self.one();
+        self.inner.matmul_many(ws, x)
+    }
+
+    fn rope(&self, x: &mut Self::Act, table: &RopeTable, heads: usize, start: usize) -> Result<()> {
+        self.one();
+        self.inner.rope(x, table, heads, start)
+    }
+
+    fn attention(
+        &self,
+        q: Self::Act,
+        kv: Option<(Self::Act, Self::Act)>,
+        cache: &mut KvCache,
+        spec: &AttentionSpec,
+        start: usize,
+        seq: usize,
+    ) -> Result<Self::Act> {
+        self.one();
+        self.inner.attention(q, kv, cache, spec, start, seq)
+    }
+
+    fn geglu(&self, gate: Self::Act, up: &Self::Act) -> Result<Self::Act> {
+        self.one();
+        self.inner.geglu(gate, up)
+    }
+
+    fn add(&self, x: &mut Self::Act, y: Self::Act) -> Result<()> {
+        self.one();
+        self.inner.add(x, y)
+    }
+
+    fn scale(&self, x: &mut Self::Act, s: f32) -> Result<()> {
+        self.one();
+        self.inner.scale(x, s)
+    }
+
+    fn duplicate(&self, x: &Self::Act) -> Result<Self::Act> {
+        self.one();
+        self.inner.duplicate(x)
+    }
+
+    fn split_columns(&self, x: Self::Act, width: usize, parts: usize) -> Result<Vec<Self::Act>> {
+        self.one();
+        self.inner.split_columns(x, width, parts)
+    }
+
+    fn last_row(&self, x: Self::Act, width: usize) -> Result<Self::Act> {
+        self.one();
+        self.inner.last_row(x, width)
+    }
+
+    fn concat_rows(&self, parts: Vec<Self::Act>) -> Result<Self::Act> {
+        // joining the rows of one step is no work
+        if parts.len() > 1 {
+            self.one();
+        }
+        self.inner.concat_rows(parts)
+    }
+
+    fn release(&self, x: Self::Act) {
+        self.inner.release(x)
+    }
+
+    fn into_hidden(&self, x: Self::Act, width: usize) -> Result<Hidden> {
+        self.inner.into_hidden(x, width)
+    }
+
+    fn logits(&self, hidden: &Hidden) -> Result<Vec<Vec<f32>>> {
+        self.one();
+        self.inner.logits(hidden)
+    }
+}

@@ -1,0 +1,1047 @@
+//! The decode step on CUDA as a handful of fused kernels (engine/cuda/decode.cu), replayed as
+//! a CUDA graph: the generic candle path issued 689 kernels, 529 allocations and 21 host
+//! copies per token and copied the 1 MiB of logits back to sample on the host; this issues
+//! 8 kernels per layer and a few more for the logits and the sampler, allocates nothing after
+//! the session's first step, and copies back the 4-byte token.
+//!
+//! It is the same forward pass as `model::forward` (llama.cpp b11434's Gemma graph), written
+//! again only in the fusion: each kernel is one or more of the backend interface's operations
+//! back to back (see the kernel file's header). Prefill stays on the candle backend, which
+//! writes the same f16 KV cache this reads and extends; the description's features the
+//! kernels do not cover (Gemma 4's per-layer embeddings, weight formats other than Q4_0,
+//! Q5_0, Q8_0, Q4_K, Q5_K and Q6_K, heads other than 64/128/256/512 wide or groups over 8)
+//! keep the generic path, which [`CudaDecoder::new`] says by returning `None`.
+//!
+//! Graphs: everything that changes per token (position, token, sampler step) lives in device
+//! memory, so one capture serves every step until a pointer changes — a global layer's cache
+//! growing by a page (once per 256 tokens) or other sampler settings — and is then captured
+//! again.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use candle_core::cuda_backend::cudarc::driver::{
+    CudaFunction, CudaGraph, CudaModule, CudaSlice, CudaStream, DevicePtr, DeviceRepr,
+    LaunchConfig, PushKernelArg, sys,
+};
+use candle_core::quantized::{GgmlDType, QMatMul};
+use candle_core::{Device, Storage, Tensor};
+
+use crate::arch::KvSource;
+use crate::error::{Error, Result};
+use crate::kv_cache::KvCache;
+use crate::model::{Linear, Model, Norm};
+
+/// The kernels, machine code for sm_80/86/89/90 and PTX for newer GPUs (engine/build.rs).
+static FATBIN: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/decode.fatbin"));
+
+/// Candidates kept per block and at most in total by the device sampler (`TOPK_MAX`).
+pub const TOPK_MAX: usize = 64;
+const TOP_BLOCKS: u32 = 64;
+/// Uniform draws uploaded at a time for the sampler chain.
+const DRAWS: usize = 256;
+
+fn cuda_err(what: &str, e: impl std::fmt::Display) -> Error {
+    Error::InvalidArgument(format!("CUDA decode: {what}: {e}"))
+}
+
+/// ggml type ids (decode.cu `T_*`).
+fn type_id(t: GgmlDType) -> Option<i32> {
+    Some(match t {
+        GgmlDType::F32 => 0,
+        GgmlDType::F16 => 1,
+        GgmlDType::Q4_0 => 2,
+        GgmlDType::Q5_0 => 6,
+        GgmlDType::Q8_0 => 8,
+        GgmlDType::Q4K => 12,
+        GgmlDType::Q5K => 13,
+        GgmlDType::Q6K => 14,
+        _ => return None,
+    })
+}
+
+/// A matrix's device bytes and ggml type, when the fused kernels can multiply it.
+fn matrix(l: &Linear) -> Option<(u64, i32)> {
+    let Linear::Candle {
+        matmul: QMatMul::QTensor(t),
+        ..
+    } = l
+    else {
+        return None;
+    };
+    let ty = type_id(t.dtype()).filter(|&t| t >= 2)?;
+    Some((t.device_ptr().ok()? as u64, ty))
+}
+
+/// The embedding table (it may also be f16 or f32: it is only looked up by rows there).
+fn table(l: &Linear) -> Option<(u64, i32)> {
+    let Linear::Candle {
+        matmul: QMatMul::QTensor(t),
+        ..
+    } = l
+    else {
+        return None;
+    };
+    Some((t.device_ptr().ok()? as u64, type_id(t.dtype())?))
+}
+
+/// The device address of a contiguous f32 or f16 tensor's first element.
+fn tensor_ptr(t: &Tensor, stream: &CudaStream) -> Option<u64> {
+    let (storage, layout) = t.storage_and_layout();
+    if !layout.is_contiguous() {
+        return None;
+    }
+    let Storage::Cuda(s) = &*storage else {
+        return None;
+    };
+    let offset = layout.start_offset();
+    match t.dtype() {
+        candle_core::DType::F32 => {
+            let slice = s.as_cuda_slice::<f32>().ok()?;
+            let (ptr, _sync) = slice.device_ptr(stream);
+            Some(ptr + 4 * offset as u64)
+        }
+        candle_core::DType::F16 => {
+            let slice = s.as_cuda_slice::<half::f16>().ok()?;
+            let (ptr, _sync) = slice.device_ptr(stream);
+            Some(ptr + 2 * offset as u64)
+        }
+        _ => None,
+    }
+}
+
+fn norm_ptr(n: &Norm, stream: &CudaStream) -> Option<u64> {
+    tensor_ptr(n.tensor.as_ref()?, stream)
+}
+
+// ---- the kernels' argument structs (decode.cu), field for field ------------------------------
+
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+struct Mat {
+    w: u64,
+    out: u64,
+    ty: i32,
+    rows: i32,
+}
+unsafe impl DeviceRepr for Mat {}
+
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+struct Attn {
+    q: u64,
+    k: u64,
+    v: u64,
+    q_norm: u64,
+    k_norm: u64,
+    v_norm: i32,
+    cos: u64,
+    sin: u64,
+    n_rot: i32,
+    k_cache: u64,
+    v_cache: u64,
+    slots: i32,
+    sliding: i32,
+    window: i32,
+    n_head: i32,
+    n_kv: i32,
+    hd: i32,
+    q_scale: f32,
+    softcap: f32,
+    eps: f32,
+    partial: u64,
+    splits: i32,
+}
+unsafe impl DeviceRepr for Attn {}
+
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+struct Sampling {
+    temperature: f32,
+    top_k: i32,
+    top_p: f32,
+    min_p: f32,
+    draws: u64,
+    n_draws: i32,
+}
+unsafe impl DeviceRepr for Sampling {}
+
+/// The sampler settings the device runs (`sampling::SamplingParams`, checked by
+/// [`DeviceSampling::of`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct DeviceSampling {
+    pub temperature: f32,
+    pub top_k: usize,
+    pub top_p: f32,
+    pub min_p: f32,
+    pub repetition_penalty: f32,
+    pub presence_penalty: f32,
+    pub penalty_window: usize,
+}
+
+impl DeviceSampling {
+    /// The chain of `params` when the device can run it: top-k between 1 and [`TOPK_MAX`]
+    /// (greedy needs none).
+    pub fn of(p: &crate::sampling::SamplingParams) -> Option<Self> {
+        let greedy = p.temperature <= 0.0;
+        if !greedy && (p.top_k == 0 || p.top_k > TOPK_MAX) {
+            return None;
+        }
+        Some(DeviceSampling {
+            temperature: p.temperature,
+            top_k: if greedy { 1 } else { p.top_k },
+            top_p: p.top_p,
+            min_p: p.min_p,
+            repetition_penalty: p.repetition_penalty,
+            presence_penalty: p.presence_penalty,
+            penalty_window: p.penalty_window.min(1024),
+        })
+    }
+
+    fn penalties(&self) -> bool {
+        self.repetition_penalty != 1.0 || self.presence_penalty != 0.0
+    }
+
+    fn key(&self) -> [u32; 7] {
+        [
+            self.temperature.to_bits(),
+            self.top_k as u32,
+            self.top_p.to_bits(),
+            self.min_p.to_bits(),
+            self.repetition_penalty.to_bits(),
+            self.presence_penalty.to_bits(),
+            self.penalty_window as u32,
+        ]
+    }
+}
+
+/// One layer's weights and shapes, as the kernels take them.
+struct LayerPlan {
+    attn_norm: u64,
+    q: (u64, i32),
+    k: Option<(u64, i32)>,
+    v: Option<(u64, i32)>,
+    q_norm: u64,
+    k_norm: u64,
+    v_norm: bool,
+    o: (u64, i32),
+    post_attn_norm: u64,
+    ffn_norm: u64,
+    gate: (u64, i32),
+    up: (u64, i32),
+    down: (u64, i32),
+    post_ffn_norm: u64,
+    output_scale: f32,
+    n_head: usize,
+    n_kv: usize,
+    head_dim: usize,
+    n_ff: usize,
+    sliding: bool,
+    q_scale: f32,
+    /// The layer whose cache it reads (itself, or the shared-KV source).
+    kv_layer: usize,
+    rope: usize,
+    splits: usize,
+    attention: CudaFunction,
+}
+
+/// Buffers of the decode step, allocated once.
+struct Arena {
+    params: CudaSlice<i32>,
+    x: CudaSlice<f32>,
+    xq: CudaSlice<u8>,
+    q: CudaSlice<f32>,
+    k: CudaSlice<f32>,
+    v: CudaSlice<f32>,
+    attn_q: CudaSlice<u8>,
+    partial: CudaSlice<f32>,
+    o: CudaSlice<f32>,
+    ffq: CudaSlice<u8>,
+    hidden: CudaSlice<f32>,
+    logits: CudaSlice<f32>,
+    cand_v: CudaSlice<f32>,
+    cand_i: CudaSlice<i32>,
+    recent: CudaSlice<i32>,
+    n_recent: CudaSlice<i32>,
+    out_token: CudaSlice<i32>,
+    draws: CudaSlice<f32>,
+}
+
+fn alloc<T: DeviceRepr + candle_core::cuda_backend::cudarc::driver::ValidAsZeroBits>(
+    stream: &Arc<CudaStream>,
+    n: usize,
+) -> Result<CudaSlice<T>> {
+    stream
+        .alloc_zeros::<T>(n.max(1))
+        .map_err(|e| cuda_err("allocating the decode buffers", e))
+}
+
+fn ptr<T>(s: &CudaSlice<T>, stream: &CudaStream) -> u64 {
+    s.device_ptr(stream).0
+}
+
+/// The arena's device addresses, read once outside any capture: asking a `CudaSlice` for its
+/// address may make the stream wait on the slice's events, which a capture must not contain.
+#[derive(Clone, Copy)]
+struct Ptrs {
+    params: u64,
+    x: u64,
+    xq: u64,
+    q: u64,
+    k: u64,
+    v: u64,
+    attn_q: u64,
+    partial: u64,
+    o: u64,
+    ffq: u64,
+    hidden: u64,
+    logits: u64,
+    cand_v: u64,
+    cand_i: u64,
+    recent: u64,
+    n_recent: u64,
+    out_token: u64,
+    draws: u64,
+}
+
+impl Arena {
+    fn ptrs(&self, s: &CudaStream) -> Ptrs {
+        Ptrs {
+            params: ptr(&self.params, s),
+            x: ptr(&self.x, s),
+            xq: ptr(&self.xq, s),
+            q: ptr(&self.q, s),
+            k: ptr(&self.k, s),
+            v: ptr(&self.v, s),
+            attn_q: ptr(&self.attn_q, s),
+            partial: ptr(&self.partial, s),
+            o: ptr(&self.o, s),
+            ffq: ptr(&self.ffq, s),
+            hidden: ptr(&self.hidden, s),
+            logits: ptr(&self.logits, s),
+            cand_v: ptr(&self.cand_v, s),
+            cand_i: ptr(&self.cand_i, s),
+            recent: ptr(&self.recent, s),
+            n_recent: ptr(&self.n_recent, s),
+            out_token: ptr(&self.out_token, s),
+            draws: ptr(&self.draws, s),
+        }
+    }
+}
+
+/// What one captured graph was made for.
+#[derive(PartialEq)]
+struct GraphKey {
+    caches: Vec<u64>,
+    sampling: [u32; 7],
+}
+
+struct Captured {
+    key: GraphKey,
+    graph: SendGraph,
+}
+
+/// cudarc's graph holds raw driver handles and is not `Send`. CUDA graphs are not internally
+/// synchronized (cudarc's docs): the decoder lives behind the model's mutex, so one thread at
+/// a time launches or drops it, which is what the driver asks for.
+struct SendGraph(CudaGraph);
+// SAFETY: see above; every use is serialized by the `Mutex<CudaDecoder>` in `Model`.
+unsafe impl Send for SendGraph {}
+
+pub(crate) struct CudaDecoder {
+    stream: Arc<CudaStream>,
+    _module: Arc<CudaModule>,
+    embed_norm: CudaFunction,
+    matvec3: CudaFunction,
+    gate_up: CudaFunction,
+    attention_join: CudaFunction,
+    add_norm: CudaFunction,
+    penalties: CudaFunction,
+    top_candidates: CudaFunction,
+    pick: CudaFunction,
+    layers: Vec<LayerPlan>,
+    embed: (u64, i32),
+    embed_scale: f32,
+    output: (u64, i32),
+    output_norm: u64,
+    ropes: Vec<(u64, u64, usize)>,
+    n_embd: usize,
+    n_vocab: usize,
+    eps: f32,
+    window: usize,
+    attn_softcap: f32,
+    final_softcap: f32,
+    arena: Arena,
+    p: Ptrs,
+    graph: Option<Captured>,
+    /// Draws uploaded so far for the current generation's sampler steps.
+    draws_uploaded: usize,
+    /// Kernels one decode step launches.
+    pub kernels_per_token: usize,
+}
+
+impl std::fmt::Debug for CudaDecoder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CudaDecoder")
+            .field("layers", &self.layers.len())
+            .field("kernels_per_token", &self.kernels_per_token)
+            .field("captured", &self.graph.is_some())
+            .finish()
+    }
+}
+
+fn launch_err(e: impl std::fmt::Display) -> Error {
+    cuda_err("a kernel launch failed", e)
+}
+
+impl CudaDecoder {
+    /// The fused decoder for `model` on its CUDA device, or `None` when the model needs what
+    /// the kernels lack (the generic path then runs).
+    pub fn new(model: &Model) -> Result<Option<Self>> {
+        let Device::Cuda(device) = model.device() else {
+            return Ok(None);
+        };
+        let stream = device.cuda_stream();
+        let arch = model.arch();
+        let w = model.weights();
+        if w.ple.is_some() {
+            tracing::info!(
+                "the fused CUDA decode does not cover per-layer embeddings; generic path"
+            );
+            return Ok(None);
+        }
+        let module = stream
+            .context()
+            .load_module(candle_core::cuda_backend::cudarc::nvrtc::Ptx::from_binary(
+                FATBIN.to_vec(),
+            ))
+            .map_err(|e| cuda_err("loading the kernels", e))?;
+        let f = |name: &str| {
+            module
+                .load_function(name)
+                .map_err(|e| cuda_err(&format!("kernel {name}"), e))
+        };
+        let Some(embed) = table(&w.embedding) else {
+            return Ok(None);
+        };
+        let Some(output) = matrix(w.output()) else {
+            return Ok(None);
+        };
+        let Some(output_norm) = norm_ptr(&w.output_norm, &stream) else {
+            return Ok(None);
+        };
+        let mut ropes = Vec::new();
+        for (i, spec) in arch.ropes.iter().enumerate() {
+            let Some((cos, sin)) = model.rope_table(i).device_tables() else {
+                return Ok(None);
+            };
+            let (Some(c), Some(s)) = (tensor_ptr(cos, &stream), tensor_ptr(sin, &stream)) else {
+                return Ok(None);
+            };
+            ropes.push((c, s, spec.n_rot));
+        }
+        let context = model.max_context();
+        let window = arch.window.unwrap_or(context);
+        let mut layers = Vec::new();
+        let mut attention_kernels: HashMap<(usize, usize), CudaFunction> = HashMap::new();
+        let (mut max_q, mut max_kv, mut max_ff, mut max_partial) = (0, 0, 0, 0);
+        for (il, (spec, lw)) in arch.layers.iter().zip(&w.layers).enumerate() {
+            let group = spec.n_head / spec.n_kv_head.max(1);
+            let pl = spec.head_dim / 32;
+            let supported = spec.head_dim % 32 == 0
+                && matches!(pl, 2 | 4 | 8 | 16)
+                && matches!(group, 1 | 2 | 4 | 8)
+                && !(group == 8 && pl == 16)
+                && spec.n_head % spec.n_kv_head.max(1) == 0
+                && spec.n_ff % 32 == 0
+                && arch.n_embd % 32 == 0;
+            if !supported {
+                tracing::info!(
+                    layer = il,
+                    "a layer shape the fused CUDA decode lacks; generic path"
+                );
+                return Ok(None);
+            }
+            let attention = match attention_kernels.get(&(group, pl)) {
+                Some(k) => k.clone(),
+                None => {
+                    let k = f(&format!("attention_split_g{group}_d{pl}"))?;
+                    attention_kernels.insert((group, pl), k.clone());
+                    k
+                }
+            };
+            let own = matches!(spec.kv, KvSource::Own);
+            let mats = (
+                matrix(&lw.q),
+                lw.k.as_ref().map(matrix),
+                lw.v.as_ref().map(matrix),
+                matrix(&lw.o),
+                matrix(&lw.gate),
+                matrix(&lw.up),
+                matrix(&lw.down),
+            );
+            let (Some(q), k, v, Some(o), Some(gate), Some(up), Some(down)) = mats else {
+                return Ok(None);
+            };
+            if k.is_some_and(|k| k.is_none()) || v.is_some_and(|v| v.is_none()) {
+                return Ok(None);
+            }
+            let opt_norm = |n: &Option<Norm>| -> Option<u64> {
+                match n {
+                    Some(n) => norm_ptr(n, &stream),
+                    None => Some(0),
+                }
+            };
+            let (Some(attn_norm), Some(ffn_norm)) = (
+                norm_ptr(&lw.attn_norm, &stream),
+                norm_ptr(&lw.ffn_norm, &stream),
+            ) else {
+                return Ok(None);
+            };
+            let norms = (
+                opt_norm(&lw.q_norm),
+                opt_norm(&lw.k_norm),
+                opt_norm(&lw.post_attn_norm),
+                opt_norm(&lw.post_ffn_norm),
+            );
+            let (Some(q_norm), Some(k_norm), Some(post_attn_norm), Some(post_ffn_norm)) = norms
+            else {
+                return Ok(None);
+            };
+            let max_keys = if spec.sliding { window } else { context };
+            let splits = max_keys.div_ceil(64).clamp(1, 64);
+            max_q = max_q.max(spec.n_head * spec.head_dim);
+            max_kv = max_kv.max(spec.n_kv_head * spec.head_dim);
+            max_ff = max_ff.max(spec.n_ff);
+            max_partial = max_partial.max(spec.n_head * splits * (spec.head_dim + 2));
+            layers.push(LayerPlan {
+                attn_norm,
+                q,
+                k: if own { k.flatten() } else { None },
+                v: if own { v.flatten() } else { None },
+                q_norm,
+                k_norm,
+                v_norm: spec.v_norm,
+                o,
+                post_attn_norm,
+                ffn_norm,
+                gate,
+                up,
+                down,
+                post_ffn_norm,
+                output_scale: lw.output_scale.unwrap_or(1.0),
+                n_head: spec.n_head,
+                n_kv: spec.n_kv_head,
+                head_dim: spec.head_dim,
+                n_ff: spec.n_ff,
+                sliding: spec.sliding,
+                q_scale: spec.q_scale,
+                kv_layer: arch.kv_layer(il),
+                rope: spec.rope,
+                splits,
+                attention,
+            });
+        }
+        let (e, vocab) = (arch.n_embd, arch.n_vocab);
+        let q8 = |values: usize| values / 32 * 36;
+        let arena = Arena {
+            params: alloc(&stream, 4)?,
+            x: alloc(&stream, e)?,
+            xq: alloc(&stream, q8(e))?,
+            q: alloc(&stream, max_q)?,
+            k: alloc(&stream, max_kv)?,
+            v: alloc(&stream, max_kv)?,
+            attn_q: alloc(&stream, q8(max_q))?,
+            partial: alloc(&stream, max_partial)?,
+            o: alloc(&stream, e)?,
+            ffq: alloc(&stream, q8(max_ff))?,
+            hidden: alloc(&stream, e)?,
+            logits: alloc(&stream, vocab)?,
+            cand_v: alloc(&stream, TOP_BLOCKS as usize * TOPK_MAX)?,
+            cand_i: alloc(&stream, TOP_BLOCKS as usize * TOPK_MAX)?,
+            recent: alloc(&stream, 1024)?,
+            n_recent: alloc(&stream, 1)?,
+            out_token: alloc(&stream, 1)?,
+            draws: alloc(&stream, DRAWS)?,
+        };
+        let kernels_per_token = 1 + 8 * layers.len() + 3;
+        let p = arena.ptrs(&stream);
+        stream
+            .synchronize()
+            .map_err(|e| cuda_err("preparing the decode buffers", e))?;
+        Ok(Some(CudaDecoder {
+            embed_norm: f("embed_norm")?,
+            matvec3: f("matvec3")?,
+            gate_up: f("gate_up")?,
+            attention_join: f("attention_join")?,
+            add_norm: f("add_norm")?,
+            penalties: f("penalties")?,
+            top_candidates: f("top_candidates")?,
+            pick: f("pick")?,
+            _module: module,
+            stream,
+            layers,
+            embed,
+            embed_scale: arch.embed_scale,
+            output,
+            output_norm,
+            ropes,
+            n_embd: e,
+            n_vocab: vocab,
+            eps: arch.rms_eps,
+            window,
+            attn_softcap: arch.attn_softcap.unwrap_or(0.0),
+            final_softcap: arch.final_softcap.unwrap_or(0.0),
+            arena,
+            p,
+            graph: None,
+            draws_uploaded: 0,
+            kernels_per_token,
+        }))
+    }
+
+    /// Start a generation: its sampler settings, the recent tokens the penalties look at
+    /// (oldest first) and the first batch of uniform draws from the host's seeded RNG.
+    pub fn begin(&mut self, recent: &[u32], draws: &mut dyn FnMut() -> f32) -> Result<()> {
+        let s = &self.stream;
+        let tail: Vec<i32> = recent[recent.len().saturating_sub(1024)..]
+            .iter()
+            .map(|&t| t as i32)
+            .collect();
+        let n = [tail.len() as i32];
+        if !tail.is_empty() {
+            s.memcpy_htod(&tail, &mut self.arena.recent.slice_mut(..tail.len()))
+                .map_err(|e| cuda_err("uploading the recent tokens", e))?;
+        }
+        s.memcpy_htod(&n, &mut self.arena.n_recent)
+            .map_err(|e| cuda_err("uploading the recent tokens", e))?;
+        self.draws_uploaded = 0;
+        self.upload_draws(draws)?;
+        Ok(())
+    }
+
+    fn upload_draws(&mut self, draws: &mut dyn FnMut() -> f32) -> Result<()> {
+        let batch: Vec<f32> = (0..DRAWS).map(|_| draws()).collect();
+        self.stream
+            .memcpy_htod(&batch, &mut self.arena.draws)
+            .map_err(|e| cuda_err("uploading the sampler's draws", e))?;
+        self.draws_uploaded += DRAWS;
+        Ok(())
+    }
+
+    /// Run `token` at position `cache.len()` through the model and sample the next token on
+    /// the device. `step`: tokens this generation sampled on the device so far.
+    pub fn step(
+        &mut self,
+        cache: &mut KvCache,
+        token: u32,
+        step: usize,
+        sampling: &DeviceSampling,
+        draws: &mut dyn FnMut() -> f32,
+    ) -> Result<u32> {
+        let pos = cache.len();
+        cache.check_room(1)?;
+        // the draws of steps `step..` must be on the device (indexed by step % DRAWS)
+        if sampling.temperature > 0.0 && step >= self.draws_uploaded {
+            self.upload_draws(draws)?;
+        }
+        // global layers grow a page ahead of the write; the caches' addresses key the graph
+        let mut caches = Vec::with_capacity(2 * self.layers.len());
+        for il in 0..self.layers.len() {
+            let kv_layer = self.layers[il].kv_layer;
+            let i = cache
+                .storage_index(kv_layer)
+                .ok_or_else(|| Error::InvalidArgument(format!("layer {kv_layer} stores no KV")))?;
+            cache
+                .ensure_device_slots(i, pos + 1)
+                .map_err(|e| cuda_err("growing the KV cache", e))?;
+            let (k, v, slots) = cache
+                .device_layer(i)
+                .ok_or_else(|| cuda_err("the KV cache", "not on the device"))?;
+            let (Some(k), Some(v)) = (tensor_ptr(k, &self.stream), tensor_ptr(v, &self.stream))
+            else {
+                return Err(cuda_err("the KV cache", "not a contiguous f16 CUDA tensor"));
+            };
+            caches.extend([k, v, slots as u64]);
+        }
+        let params = [pos as i32, token as i32, step as i32, 0];
+        self.stream
+            .memcpy_htod(&params, &mut self.arena.params)
+            .map_err(|e| cuda_err("uploading the step", e))?;
+        let key = GraphKey {
+            caches,
+            sampling: sampling.key(),
+        };
+        if self.graph.as_ref().is_none_or(|g| g.key != key) {
+            self.graph = None;
+            self.capture(&key, sampling)?;
+        }
+        let graph = self.graph.as_ref().expect("captured above");
+        graph
+            .graph
+            .0
+            .launch()
+            .map_err(|e| cuda_err("replaying the decode graph", e))?;
+        let mut out = [0i32];
+        self.stream
+            .memcpy_dtoh(&self.arena.out_token, &mut out)
+            .map_err(|e| cuda_err("reading the token", e))?;
+        cache.begin_step(pos, 1);
+        cache.advance(pos + 1);
+        u32::try_from(out[0]).map_err(|_| cuda_err("the sampled token", out[0]))
+    }
+
+    /// The logits of the last step (for callers that want them, e.g. scoring).
+    pub fn logits(&self) -> Result<Vec<f32>> {
+        self.stream
+            .clone_dtoh(&self.arena.logits)
+            .map_err(|e| cuda_err("reading the logits", e))
+    }
+
+    fn capture(&mut self, key: &GraphKey, sampling: &DeviceSampling) -> Result<()> {
+        self.stream
+            .begin_capture(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
+            .map_err(|e| cuda_err("starting the graph capture", e))?;
+        let launched = self.launch_step(&key.caches, sampling);
+        let captured = self.stream.end_capture(
+            sys::CUgraphInstantiate_flags::CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH,
+        );
+        launched?;
+        let graph = captured
+            .map_err(|e| cuda_err("ending the graph capture", e))?
+            .ok_or_else(|| cuda_err("the graph capture", "captured nothing"))?;
+        self.graph = Some(Captured {
+            key: GraphKey {
+                caches: key.caches.clone(),
+                sampling: key.sampling,
+            },
+            graph: SendGraph(graph),
+        });
+        Ok(())
+    }
+
+    /// Every kernel of one step, in order, on the stream (captured by [`Self::capture`]).
+    fn launch_step(&self, caches: &[u64], sampling: &DeviceSampling) -> Result<()> {
+        let s = &self.stream;
+        let p = self.p;
+        let (params, x, xq) = (p.params, p.x, p.xq);
+        let (q, k, v) = (p.q, p.k, p.v);
+        let (attn_q, partial, o) = (p.attn_q, p.partial, p.o);
+        let (ffq, hidden, logits) = (p.ffq, p.hidden, p.logits);
+        let e = self.n_embd as i32;
+        let shared_e = (4 * (self.n_embd + 32)) as u32;
+        let null = 0u64;
+        let norm_threads = (self.n_embd.next_multiple_of(32)).clamp(32, 1024) as u32;
+
+        // embedding row × scale, then the first layer's input norm
+        let first_norm = self
+            .layers
+            .first()
+            .map_or(self.output_norm, |l| l.attn_norm);
+        unsafe {
+            s.launch_builder(&self.embed_norm)
+                .arg(&self.embed.0)
+                .arg(&self.embed.1)
+                .arg(&e)
+                .arg(&self.embed_scale)
+                .arg(&first_norm)
+                .arg(&self.eps)
+                .arg(&params)
+                .arg(&x)
+                .arg(&xq)
+                .launch(LaunchConfig {
+                    grid_dim: (1, 1, 1),
+                    block_dim: (norm_threads, 1, 1),
+                    shared_mem_bytes: shared_e,
+                })
+        }
+        .map_err(launch_err)?;
+
+        for (il, l) in self.layers.iter().enumerate() {
+            // Q, K, V
+            let mut mats = [Mat::default(); 3];
+            mats[0] = Mat {
+                w: l.q.0,
+                out: q,
+                ty: l.q.1,
+                rows: (l.n_head * l.head_dim) as i32,
+            };
+            let mut n = 1;
+            if let Some(kw) = l.k {
+                mats[1] = Mat {
+                    w: kw.0,
+                    out: k,
+                    ty: kw.1,
+                    rows: (l.n_kv * l.head_dim) as i32,
+                };
+                n = 2;
+                if let Some(vw) = l.v {
+                    mats[2] = Mat {
+                        w: vw.0,
+                        out: v,
+                        ty: vw.1,
+                        rows: (l.n_kv * l.head_dim) as i32,
+                    };
+                    n = 3;
+                }
+            }
+            self.matvec(&mats[..n], xq, self.n_embd)?;
+
+            // attention: QK-norm, RoPE, the new K/V into the cache, the splits, then joined
+            let (kc, vc, slots) = (
+                caches[3 * il],
+                caches[3 * il + 1],
+                caches[3 * il + 2] as i32,
+            );
+            let rope = self.ropes[l.rope];
+            let attn = Attn {
+                q,
+                k: if l.k.is_some() { k } else { 0 },
+                v: if l.v.is_some() { v } else { k },
+                q_norm: l.q_norm,
+                k_norm: l.k_norm,
+                v_norm: l.v_norm as i32,
+                cos: rope.0,
+                sin: rope.1,
+                n_rot: rope.2 as i32,
+                k_cache: kc,
+                v_cache: vc,
+                slots,
+                sliding: l.sliding as i32,
+                window: self.window as i32,
+                n_head: l.n_head as i32,
+                n_kv: l.n_kv as i32,
+                hd: l.head_dim as i32,
+                q_scale: l.q_scale,
+                softcap: self.attn_softcap,
+                eps: self.eps,
+                partial,
+                splits: l.splits as i32,
+            };
+            unsafe {
+                s.launch_builder(&l.attention)
+                    .arg(&attn)
+                    .arg(&params)
+                    .launch(LaunchConfig {
+                        grid_dim: (l.n_kv as u32, l.splits as u32, 1),
+                        block_dim: (256, 1, 1),
+                        shared_mem_bytes: 0,
+                    })
+            }
+            .map_err(launch_err)?;
+            let splits = l.splits as i32;
+            let hd = l.head_dim as i32;
+            unsafe {
+                s.launch_builder(&self.attention_join)
+                    .arg(&partial)
+                    .arg(&splits)
+                    .arg(&hd)
+                    .arg(&null)
+                    .arg(&attn_q)
+                    .launch(LaunchConfig {
+                        grid_dim: (l.n_head as u32, 1, 1),
+                        block_dim: (l.head_dim as u32, 1, 1),
+                        shared_mem_bytes: 0,
+                    })
+            }
+            .map_err(launch_err)?;
+
+            // the output projection, then x += post-norm(o); the FFN's input norm
+            self.matvec(
+                &[Mat {
+                    w: l.o.0,
+                    out: o,
+                    ty: l.o.1,
+                    rows: e,
+                }],
+                attn_q,
+                l.n_head * l.head_dim,
+            )?;
+            self.add_norm_launch(x, o, l.post_attn_norm, 1.0, l.ffn_norm, xq, null)?;
+
+            // gelu(gate) ⊙ up, quantized; down; x += post-norm(f) [× scale]; the next norm
+            let k_in = e;
+            unsafe {
+                s.launch_builder(&self.gate_up)
+                    .arg(&l.gate.0)
+                    .arg(&l.gate.1)
+                    .arg(&l.up.0)
+                    .arg(&l.up.1)
+                    .arg(&xq)
+                    .arg(&k_in)
+                    .arg(&ffq)
+                    .arg(&null)
+                    .launch(LaunchConfig {
+                        grid_dim: ((l.n_ff / 32) as u32, 1, 1),
+                        block_dim: (256, 1, 1),
+                        shared_mem_bytes: 0,
+                    })
+            }
+            .map_err(launch_err)?;
+            self.matvec(
+                &[Mat {
+                    w: l.down.0,
+                    out: o,
+                    ty: l.down.1,
+                    rows: e,
+                }],
+                ffq,
+                l.n_ff,
+            )?;
+            let last = il + 1 == self.layers.len();
+            let next = if last {
+                self.output_norm
+            } else {
+                self.layers[il + 1].attn_norm
+            };
+            self.add_norm_launch(
+                x,
+                o,
+                l.post_ffn_norm,
+                l.output_scale,
+                next,
+                xq,
+                if last { hidden } else { null },
+            )?;
+        }
+
+        // logits, penalties, the candidates, the pick
+        self.matvec(
+            &[Mat {
+                w: self.output.0,
+                out: logits,
+                ty: self.output.1,
+                rows: self.n_vocab as i32,
+            }],
+            xq,
+            self.n_embd,
+        )?;
+        let (recent, n_recent) = (p.recent, p.n_recent);
+        let window = sampling.penalty_window as i32;
+        if sampling.penalties() {
+            unsafe {
+                s.launch_builder(&self.penalties)
+                    .arg(&logits)
+                    .arg(&recent)
+                    .arg(&n_recent)
+                    .arg(&window)
+                    .arg(&sampling.repetition_penalty)
+                    .arg(&sampling.presence_penalty)
+                    .launch(LaunchConfig {
+                        grid_dim: (1, 1, 1),
+                        block_dim: (64, 1, 1),
+                        shared_mem_bytes: 0,
+                    })
+            }
+            .map_err(launch_err)?;
+        }
+        let (cand_v, cand_i) = (p.cand_v, p.cand_i);
+        let n_vocab = self.n_vocab as i32;
+        let top_k = sampling.top_k.clamp(1, TOPK_MAX) as i32;
+        unsafe {
+            s.launch_builder(&self.top_candidates)
+                .arg(&logits)
+                .arg(&n_vocab)
+                .arg(&top_k)
+                .arg(&self.final_softcap)
+                .arg(&cand_v)
+                .arg(&cand_i)
+                .launch(LaunchConfig {
+                    grid_dim: (TOP_BLOCKS, 1, 1),
+                    block_dim: (256, 1, 1),
+                    shared_mem_bytes: 0,
+                })
+        }
+        .map_err(launch_err)?;
+        let chain = Sampling {
+            temperature: sampling.temperature,
+            top_k,
+            top_p: sampling.top_p,
+            min_p: sampling.min_p,
+            draws: p.draws,
+            n_draws: DRAWS as i32,
+        };
+        let n_cand = TOP_BLOCKS as i32 * top_k;
+        let out_token = p.out_token;
+        unsafe {
+            s.launch_builder(&self.pick)
+                .arg(&cand_v)
+                .arg(&cand_i)
+                .arg(&n_cand)
+                .arg(&chain)
+                .arg(&params)
+                .arg(&recent)
+                .arg(&n_recent)
+                .arg(&window)
+                .arg(&out_token)
+                .launch(LaunchConfig {
+                    grid_dim: (1, 1, 1),
+                    block_dim: (64, 1, 1),
+                    shared_mem_bytes: 0,
+                })
+        }
+        .map_err(launch_err)?;
+        Ok(())
+    }
+
+    /// Up to three matrices times the q8_1 vector at `y` (`k` values), a warp per row.
+    fn matvec(&self, mats: &[Mat], y: u64, k: usize) -> Result<()> {
+        let mut m = [Mat::default(); 3];
+        m[..mats.len()].copy_from_slice(mats);
+        let rows: i32 = mats.iter().map(|m| m.rows).sum();
+        let n = mats.len() as i32;
+        let k = k as i32;
+        unsafe {
+            self.stream
+                .launch_builder(&self.matvec3)
+                .arg(&m[0])
+                .arg(&m[1])
+                .arg(&m[2])
+                .arg(&n)
+                .arg(&y)
+                .arg(&k)
+                .launch(LaunchConfig {
+                    grid_dim: ((rows as u32).div_ceil(4), 1, 1),
+                    block_dim: (128, 1, 1),
+                    shared_mem_bytes: 0,
+                })
+        }
+        .map_err(launch_err)?;
+        Ok(())
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn add_norm_launch(
+        &self,
+        x: u64,
+        o: u64,
+        post: u64,
+        scale: f32,
+        next: u64,
+        xq: u64,
+        hidden: u64,
+    ) -> Result<()> {
+        let n = self.n_embd as i32;
+        let threads = (self.n_embd.next_multiple_of(32)).clamp(32, 1024) as u32;
+        unsafe {
+            self.stream
+                .launch_builder(&self.add_norm)
+                .arg(&x)
+                .arg(&o)
+                .arg(&post)
+                .arg(&self.eps)
+                .arg(&scale)
+                .arg(&next)
+                .arg(&n)
+                .arg(&xq)
+                .arg(&hidden)
+                .launch(LaunchConfig {
+                    grid_dim: (1, 1, 1),
+                    block_dim: (threads, 1, 1),
+                    shared_mem_bytes: (4 * (self.n_embd + 32)) as u32,
+                })
+        }
+        .map_err(launch_err)?;
+        Ok(())
+    }
+}
