@@ -402,12 +402,14 @@ struct GateUpArgs { int gate_type; int up_type; int k; int has_out; };
 kernel void gate_up(device const uchar *gate [[buffer(0)]], device const uchar *up [[buffer(1)]],
                     constant GateUpArgs &a [[buffer(2)]], device const block_q8_1 *y [[buffer(3)]],
                     device block_q8_1 *outq [[buffer(4)]], device float *out [[buffer(5)]],
-                    uint tgid [[threadgroup_position_in_grid]], uint tid [[thread_position_in_threadgroup]]) {
+                    uint tgid [[threadgroup_position_in_grid]], uint tid [[thread_position_in_threadgroup]],
+                    uint tcount [[threads_per_threadgroup]]) {
     threadgroup float vals[32];
     const uint lane = tid % WARP, warp = tid / WARP;
     const ulong gb = row_bytes(a.gate_type, a.k), ub = row_bytes(a.up_type, a.k);
-    for (int j = 0; j < 4; ++j) {
-        const int r = 4 * warp + j;
+    const int per_warp = 32 / (tcount / WARP);
+    for (int j = 0; j < per_warp; ++j) {
+        const int r = per_warp * warp + j;
         const int row = 32 * tgid + r;
         const float g = row_dot_any(a.gate_type, gate + ulong(row) * gb, y, a.k, lane);
         const float u = row_dot_any(a.up_type, up + ulong(row) * ub, y, a.k, lane);

@@ -873,7 +873,7 @@ impl CudaDecoder {
                     .arg(&null)
                     .launch(LaunchConfig {
                         grid_dim: ((l.n_ff / 32) as u32, 1, 1),
-                        block_dim: (256, 1, 1),
+                        block_dim: (1024, 1, 1),
                         shared_mem_bytes: 0,
                     })
             }
