@@ -418,8 +418,8 @@ impl Engine {
         let fused = self
             .model
             .fused_sampling(&crate::sampling::SamplingParams::greedy());
-        if fused.is_some() {
-            self.model.fused_begin(&[], &mut || 0.5)?;
+        if let Some(s) = &fused {
+            self.model.fused_begin(&[], s, &mut || 0.5)?;
         }
         for (step, &id) in ids[from..ids.len() - 1].iter().enumerate() {
             let logits = match &fused {

@@ -304,7 +304,8 @@ impl Engine {
             match &fused {
                 Some(sampling) => {
                     if device_steps == 0 {
-                        self.model.fused_begin(&history, &mut || sampler.draw())?;
+                        self.model
+                            .fused_begin(&history, sampling, &mut || sampler.draw())?;
                     }
                     let next =
                         session.step_fused(&self.model, id, device_steps, sampling, &mut || {

@@ -40,6 +40,8 @@ pub const TOPK_MAX: usize = 64;
 const TOP_BLOCKS: u32 = 64;
 /// Uniform draws uploaded at a time for the sampler chain.
 const DRAWS: usize = 256;
+/// Recent tokens the device keeps for the penalties: longer windows sample on the host.
+const PENALTY_WINDOW_MAX: usize = 1024;
 
 fn cuda_err(what: &str, e: impl std::fmt::Display) -> Error {
     Error::InvalidArgument(format!("CUDA decode: {what}: {e}"))
@@ -181,10 +183,13 @@ pub(crate) struct DeviceSampling {
 
 impl DeviceSampling {
     /// The chain of `params` when the device can run it: top-k between 1 and [`TOPK_MAX`]
-    /// (greedy needs none).
+    /// (greedy needs none) and a penalty window of at most [`PENALTY_WINDOW_MAX`] tokens.
     pub fn of(p: &crate::sampling::SamplingParams) -> Option<Self> {
         let greedy = p.temperature <= 0.0;
         if !greedy && (p.top_k == 0 || p.top_k > TOPK_MAX) {
+            return None;
+        }
+        if p.penalty_window > PENALTY_WINDOW_MAX {
             return None;
         }
         Some(DeviceSampling {
@@ -194,7 +199,7 @@ impl DeviceSampling {
             min_p: p.min_p,
             repetition_penalty: p.repetition_penalty,
             presence_penalty: p.presence_penalty,
-            penalty_window: p.penalty_window.min(1024),
+            penalty_window: p.penalty_window,
         })
     }
 
@@ -559,7 +564,7 @@ impl CudaDecoder {
             logits: alloc(&stream, vocab)?,
             cand_v: alloc(&stream, TOP_BLOCKS as usize * TOPK_MAX)?,
             cand_i: alloc(&stream, TOP_BLOCKS as usize * TOPK_MAX)?,
-            recent: alloc(&stream, 1024)?,
+            recent: alloc(&stream, PENALTY_WINDOW_MAX)?,
             n_recent: alloc(&stream, 1)?,
             out_token: alloc(&stream, 1)?,
             draws: alloc(&stream, DRAWS)?,
@@ -600,11 +605,17 @@ impl CudaDecoder {
         }))
     }
 
-    /// Start a generation: its sampler settings, the recent tokens the penalties look at
-    /// (oldest first) and the first batch of uniform draws from the host's seeded RNG.
-    pub fn begin(&mut self, recent: &[u32], draws: &mut dyn FnMut() -> f32) -> Result<()> {
+    /// Start a generation: the tokens so far, of which the last `penalty_window` are the
+    /// window the penalties look at (oldest first, as the host sampler's), and the first
+    /// batch of uniform draws from the host's seeded RNG.
+    pub fn begin(
+        &mut self,
+        history: &[u32],
+        sampling: &DeviceSampling,
+        draws: &mut dyn FnMut() -> f32,
+    ) -> Result<()> {
         let s = &self.stream;
-        let tail: Vec<i32> = recent[recent.len().saturating_sub(1024)..]
+        let tail: Vec<i32> = history[history.len().saturating_sub(sampling.penalty_window)..]
             .iter()
             .map(|&t| t as i32)
             .collect();

@@ -282,16 +282,22 @@ impl Model {
         None
     }
 
-    /// A fused generation starts: the recent tokens for the penalties, the sampler's draws.
-    pub(crate) fn fused_begin(&self, recent: &[u32], draws: &mut dyn FnMut() -> f32) -> Result<()> {
+    /// A fused generation starts: the tokens so far (the penalties look at the last ones),
+    /// its sampler settings, the sampler's draws.
+    pub(crate) fn fused_begin(
+        &self,
+        history: &[u32],
+        sampling: &FusedSampling,
+        draws: &mut dyn FnMut() -> f32,
+    ) -> Result<()> {
         #[cfg(feature = "cuda")]
         if let Some(f) = &self.fused {
             return f
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
-                .begin(recent, draws);
+                .begin(history, &sampling.0, draws);
         }
-        let _ = (recent, draws);
+        let _ = (history, sampling, draws);
         Err(Error::InvalidArgument(
             "no fused decode on this device".into(),
         ))
