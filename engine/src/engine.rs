@@ -192,6 +192,11 @@ impl Engine {
             engine.warm_up()?;
         }
         engine.info.load_seconds = t0.elapsed().as_secs_f64();
+        if backend == BackendKind::Host {
+            // after the warm-up, which pages every multiplied weight in: moving pages takes
+            // the address space's write lock, which would stall the warm-up's page faults
+            file.move_multiplied_to_huge_pages();
+        }
         // the phases, for a slow start: device and weights (on CUDA the context, cuBLAS and
         // the fused kernels' module), then the warm-up (candle's kernels' modules)
         tracing::info!(

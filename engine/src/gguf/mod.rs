@@ -10,6 +10,7 @@ mod file_type;
 pub mod keys;
 mod mapped;
 pub mod reader;
+mod resident;
 
 use std::fs::File;
 use std::io::Cursor;
@@ -34,6 +35,10 @@ pub struct ModelFile {
     path: PathBuf,
     content: Content,
     map: Arc<Mmap>,
+    /// Kept open to read multiplied weights onto huge pages (`resident`).
+    handle: File,
+    /// The weights our kernels multiply: name and file byte range `(start, len)`.
+    multiplied: Vec<(String, (usize, usize))>,
     file_size: u64,
     arch: ModelArch,
 }
@@ -101,6 +106,8 @@ impl ModelFile {
             path,
             content,
             map: Arc::new(map),
+            handle: file,
+            multiplied: Vec::new(),
             file_size,
             arch,
         };
@@ -179,18 +186,59 @@ impl ModelFile {
         name: &str,
         shape: &[usize],
     ) -> Result<(GgmlDType, WeightBytes)> {
+        let (dtype, start, len) = self.tensor_range(name, shape)?;
+        let bytes = WeightBytes::mapped(self.map.clone(), start, len).ok_or_else(|| {
+            self.invalid(format!("tensor `{name}` lies past the end of the file"))
+        })?;
+        Ok((dtype, bytes))
+    }
+
+    /// A tensor's type and byte range in the file, checking name and shape.
+    fn tensor_range(&self, name: &str, shape: &[usize]) -> Result<(GgmlDType, usize, usize)> {
         let info = self.checked_info(name, shape)?;
         let dtype = info.ggml_dtype;
         let len = tensor_byte_len(info).and_then(|l| usize::try_from(l).ok());
         let offset = self.content.tensor_data_offset.checked_add(info.offset);
-        let bytes = offset
+        offset
             .and_then(|o| usize::try_from(o).ok())
             .zip(len)
-            .and_then(|(start, len)| WeightBytes::mapped(self.map.clone(), start, len))
-            .ok_or_else(|| {
-                self.invalid(format!("tensor `{name}` lies past the end of the file"))
-            })?;
-        Ok((dtype, bytes))
+            .filter(|&(start, len)| start.checked_add(len).is_some_and(|e| e <= self.map.len()))
+            .map(|(start, len)| (dtype, start, len))
+            .ok_or_else(|| self.invalid(format!("tensor `{name}` lies past the end of the file")))
+    }
+
+    /// [`Self::tensor_bytes`] for a weight our kernels multiply: remembered, so that
+    /// [`Self::move_multiplied_to_huge_pages`] can move its pages.
+    pub fn multiplied_tensor_bytes(
+        &mut self,
+        name: &str,
+        shape: &[usize],
+    ) -> Result<(GgmlDType, WeightBytes)> {
+        let (dtype, start, len) = self.tensor_range(name, shape)?;
+        self.multiplied.push((name.to_string(), (start, len)));
+        Ok((dtype, self.tensor_bytes(name, shape)?.1))
+    }
+
+    /// On Linux with transparent huge pages: moves the pages of the weights our kernels
+    /// multiply onto huge pages, on a background thread at the lowest priority, in place (see
+    /// `resident`; `COMPANION_HUGE_PAGES=0` turns it off). Elsewhere, or with none to move,
+    /// nothing.
+    pub fn move_multiplied_to_huge_pages(&self) {
+        if self.multiplied.is_empty() || !resident::wanted() {
+            return;
+        }
+        match self.handle.try_clone() {
+            Ok(file) => {
+                let ranges = self.multiplied.iter().map(|(_, r)| *r).collect();
+                resident::promote_in_background(self.map.clone(), file, ranges)
+            }
+            Err(e) => tracing::debug!(error = %e, "the weights stay on base pages"),
+        }
+    }
+
+    /// Names of the tensors loaded through [`Self::multiplied_tensor_bytes`].
+    pub fn multiplied_tensor_names(&self) -> impl Iterator<Item = &str> {
+        self.multiplied.iter().map(|(n, _)| n.as_str())
     }
 
     pub fn tensor_dtype(&self, name: &str) -> Option<GgmlDType> {

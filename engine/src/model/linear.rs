@@ -23,18 +23,27 @@ pub(crate) enum Linear {
 }
 
 impl Linear {
-    /// Load tensor `name` of shape `[n, k]` for `backend`.
+    /// Load tensor `name` of shape `[n, k]` for `backend`. `multiplied`: whether the forward
+    /// pass multiplies it (then the host backend reads it into the huge-page copy where there
+    /// is one, see `gguf::resident`), or only gathers rows of it (it stays mapped, paged in
+    /// row by row).
     pub fn load(
         file: &mut ModelFile,
         name: &str,
-        n: usize,
-        k: usize,
+        (n, k): (usize, usize),
+        multiplied: bool,
         device: &Device,
         backend: BackendKind,
     ) -> Result<Self> {
         if backend == BackendKind::Host {
             let dtype = file.tensor_dtype(name);
-            let mapped = |file: &mut ModelFile| file.tensor_bytes(name, &[n, k]).map(|(_, b)| b);
+            let mapped = |file: &mut ModelFile| {
+                if multiplied {
+                    file.multiplied_tensor_bytes(name, &[n, k]).map(|(_, b)| b)
+                } else {
+                    file.tensor_bytes(name, &[n, k]).map(|(_, b)| b)
+                }
+            };
             match dtype {
                 Some(GgmlDType::Q5_0) | Some(GgmlDType::Q8_0) => {
                     let format = if dtype == Some(GgmlDType::Q5_0) {

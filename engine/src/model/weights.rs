@@ -93,7 +93,12 @@ impl Weights {
             device,
             backend,
         };
-        let embedding = load.matrix(keys::TOKEN_EMBD, arch.n_vocab, e)?;
+        // tied, the embedding is also the output projection; else only its rows are gathered
+        let embedding = if arch.tied_output {
+            load.matrix(keys::TOKEN_EMBD, arch.n_vocab, e)?
+        } else {
+            load.gathered(keys::TOKEN_EMBD, arch.n_vocab, e)?
+        };
         let output = if arch.tied_output {
             None
         } else {
@@ -122,7 +127,7 @@ impl Weights {
             Some(p) => {
                 let all = p * arch.n_layer();
                 Some(PleWeights {
-                    token_embd: load.matrix(keys::PER_LAYER_TOKEN_EMBD, arch.n_vocab, all)?,
+                    token_embd: load.gathered(keys::PER_LAYER_TOKEN_EMBD, arch.n_vocab, all)?,
                     model_proj: load.matrix(keys::PER_LAYER_MODEL_PROJ, all, e)?,
                     proj_norm: load.norm(keys::PER_LAYER_PROJ_NORM, p)?,
                 })
@@ -158,8 +163,14 @@ impl Loader<'_> {
         }
     }
 
+    /// A matrix the forward pass multiplies.
     fn matrix(&mut self, name: &str, n: usize, k: usize) -> Result<Linear> {
-        Linear::load(self.file, name, n, k, self.device, self.backend)
+        Linear::load(self.file, name, (n, k), true, self.device, self.backend)
+    }
+
+    /// A table the forward pass only gathers rows of.
+    fn gathered(&mut self, name: &str, n: usize, k: usize) -> Result<Linear> {
+        Linear::load(self.file, name, (n, k), false, self.device, self.backend)
     }
 
     fn norm(&mut self, name: &str, len: usize) -> Result<Norm> {
@@ -239,5 +250,36 @@ impl Loader<'_> {
             ple,
             output_scale,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gguf::keys;
+
+    fn load_host(fixture: &str) -> ModelFile {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../tests/fixtures/gemma-family")
+            .join(fixture);
+        let mut file = ModelFile::open(&path).unwrap();
+        let arch = file.arch().clone();
+        Weights::load(&mut file, &arch, &Device::Cpu, BackendKind::Host).unwrap();
+        file
+    }
+
+    /// What goes onto huge pages (`gguf::resident`): every matrix the forward pass multiplies,
+    /// never a table it only gathers rows of (those stay mapped, paged in row by row).
+    #[test]
+    fn only_multiplied_matrices_are_marked_for_huge_pages() {
+        let file = load_host("gemma4-ple-shared.q4_k_m.gguf");
+        let names: Vec<&str> = file.multiplied_tensor_names().collect();
+        let q0 = keys::block(0, part::ATTN_Q);
+        assert!(names.contains(&q0.as_str()), "{names:?}");
+        assert!(names.contains(&keys::PER_LAYER_MODEL_PROJ), "{names:?}");
+        assert!(!names.contains(&keys::PER_LAYER_TOKEN_EMBD), "{names:?}");
+        // tied output: the embedding is also the output projection, so it is multiplied
+        assert!(file.arch().tied_output);
+        assert!(names.contains(&keys::TOKEN_EMBD), "{names:?}");
     }
 }
