@@ -186,25 +186,8 @@ impl ModelFile {
         name: &str,
         shape: &[usize],
     ) -> Result<(GgmlDType, WeightBytes)> {
-        let (dtype, start, len) = self.tensor_range(name, shape)?;
-        let bytes = WeightBytes::mapped(self.map.clone(), start, len).ok_or_else(|| {
-            self.invalid(format!("tensor `{name}` lies past the end of the file"))
-        })?;
-        Ok((dtype, bytes))
-    }
-
-    /// A tensor's type and byte range in the file, checking name and shape.
-    fn tensor_range(&self, name: &str, shape: &[usize]) -> Result<(GgmlDType, usize, usize)> {
-        let info = self.checked_info(name, shape)?;
-        let dtype = info.ggml_dtype;
-        let len = tensor_byte_len(info).and_then(|l| usize::try_from(l).ok());
-        let offset = self.content.tensor_data_offset.checked_add(info.offset);
-        offset
-            .and_then(|o| usize::try_from(o).ok())
-            .zip(len)
-            .filter(|&(start, len)| start.checked_add(len).is_some_and(|e| e <= self.map.len()))
-            .map(|(start, len)| (dtype, start, len))
-            .ok_or_else(|| self.invalid(format!("tensor `{name}` lies past the end of the file")))
+        self.tensor_bytes_and_range(name, shape)
+            .map(|(dtype, bytes, _)| (dtype, bytes))
     }
 
     /// [`Self::tensor_bytes`] for a weight our kernels multiply: remembered, so that
@@ -214,9 +197,29 @@ impl ModelFile {
         name: &str,
         shape: &[usize],
     ) -> Result<(GgmlDType, WeightBytes)> {
-        let (dtype, start, len) = self.tensor_range(name, shape)?;
-        self.multiplied.push((name.to_string(), (start, len)));
-        Ok((dtype, self.tensor_bytes(name, shape)?.1))
+        let (dtype, bytes, range) = self.tensor_bytes_and_range(name, shape)?;
+        self.multiplied.push((name.to_string(), range));
+        Ok((dtype, bytes))
+    }
+
+    /// A tensor's type, its mapped bytes and their range `(start, len)` in the file, checking
+    /// name and shape.
+    fn tensor_bytes_and_range(
+        &self,
+        name: &str,
+        shape: &[usize],
+    ) -> Result<(GgmlDType, WeightBytes, (usize, usize))> {
+        let info = self.checked_info(name, shape)?;
+        let dtype = info.ggml_dtype;
+        let len = tensor_byte_len(info).and_then(|l| usize::try_from(l).ok());
+        let offset = self.content.tensor_data_offset.checked_add(info.offset);
+        offset
+            .and_then(|o| usize::try_from(o).ok())
+            .zip(len)
+            .and_then(|(start, len)| {
+                WeightBytes::mapped(self.map.clone(), start, len).map(|b| (dtype, b, (start, len)))
+            })
+            .ok_or_else(|| self.invalid(format!("tensor `{name}` lies past the end of the file")))
     }
 
     /// On Linux with transparent huge pages: moves the pages of the weights our kernels

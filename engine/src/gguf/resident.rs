@@ -243,7 +243,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("weights.bin");
         let len = 5 * CHUNK + 12_345;
-        let data: Vec<u8> = (0..len).map(|i| ((i * 2654435761usize) >> 7) as u8).collect();
+        let data: Vec<u8> = (0..len)
+            .map(|i| ((i * 2654435761usize) >> 7) as u8)
+            .collect();
         std::fs::File::create(&path)
             .unwrap()
             .write_all(&data)
