@@ -20,6 +20,7 @@ use rayon::prelude::*;
 
 use super::formats::{BlockFormat, QK, q5_0};
 use super::quantize::Q8Rows;
+use super::row_pairs::Q8Pairs;
 use super::scratch;
 use super::{BlockKernels, Kernels, OffsetKernels, kernels};
 use crate::gguf::WeightBytes;
@@ -118,7 +119,7 @@ impl BlockMatrix {
             let offset = table.q5_0_offset.as_ref();
             let sums = offset
                 .filter(|_| mats.iter().any(|w| w.format == BlockFormat::Q5_0))
-                .map(|o| (o, LaneSums::new(&q, o)));
+                .map(|o| (o, LaneSums::new(&q, o, table.row_pairs)));
             tasks
                 .into_par_iter()
                 .for_each(|(w, i0, dst)| match (&sums, w.format) {
@@ -287,18 +288,39 @@ impl BlockMatrix {
 }
 
 /// Per activation block, the 8 lanes `16 · (y[4l] + y[4l+1] + y[4l+2] + y[4l+3])`: what the
-/// offset form of Q5_0 subtracts (see `BlockMatrix::fill_prompt_q5_0`).
+/// offset form of Q5_0 subtracts (see `BlockMatrix::fill_prompt_q5_0`); with the activations
+/// in row pairs too where the table's tiles read them so (`Kernels::row_pairs`).
 // only x86's offset tiles read the sums and `k` (no other table has offset kernels)
-pub struct LaneSums(#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))] pub(crate) Vec<i32>);
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+pub struct LaneSums {
+    pub(crate) lanes: Vec<i32>,
+    pub(crate) pairs: Option<Q8Pairs>,
+}
 
 impl LaneSums {
-    fn new(q: &Q8Rows, kernels: &OffsetKernels) -> Self {
-        let blocks = q.scales.len();
-        let mut sums = vec![0i32; blocks * 8];
-        for (b, out) in sums.chunks_exact_mut(8).enumerate() {
-            (kernels.lane_sums)(&q.quants[b * QK..(b + 1) * QK], out);
+    fn new(q: &Q8Rows, kernels: &OffsetKernels, row_pairs: bool) -> Self {
+        let nb = q.blocks_per_row;
+        let m = q.scales.len().checked_div(nb).unwrap_or(0);
+        let mut lanes = vec![0i32; q.scales.len() * 8];
+        let row = |(out, y): (&mut [i32], &[i8])| {
+            for (out, y) in out.chunks_exact_mut(8).zip(y.chunks_exact(QK)) {
+                (kernels.lane_sums)(y, out);
+            }
+        };
+        // prompts: hundreds of rows, split across the compute threads
+        if m >= 64 {
+            lanes
+                .par_chunks_exact_mut(nb * 8)
+                .zip(q.quants.par_chunks_exact(nb * QK))
+                .for_each(row);
+        } else if nb > 0 {
+            lanes
+                .chunks_exact_mut(nb * 8)
+                .zip(q.quants.chunks_exact(nb * QK))
+                .for_each(row);
         }
-        LaneSums(sums)
+        let pairs = row_pairs.then(|| Q8Pairs::new(q, &lanes));
+        LaneSums { lanes, pairs }
     }
 }
 

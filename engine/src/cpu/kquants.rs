@@ -434,6 +434,19 @@ mod tests {
                             "{format:?} m {m}: {} differs from {}",
                             table.isa, narrowest.isa
                         );
+                        // activations quantized by a table without row pairs: a table whose
+                        // tiles read pairs falls back to row-major tiles, with the same results
+                        let q = Q8KRows::quantize_on(narrowest, &x, m, k);
+                        let mut unpaired = vec![f32::NAN; m * n];
+                        w.matmul_q_on(table, &q, m, &mut unpaired);
+                        assert!(
+                            unpaired
+                                .iter()
+                                .zip(&want)
+                                .all(|(a, b)| a.to_bits() == b.to_bits()),
+                            "{format:?} m {m}: {} on unpaired rows",
+                            table.isa
+                        );
                     }
                 }
             }

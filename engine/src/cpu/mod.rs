@@ -27,6 +27,7 @@ pub mod kquants;
 pub mod ops;
 pub mod portable;
 pub mod quantize;
+pub(crate) mod row_pairs;
 pub mod scratch;
 pub mod transpose;
 #[cfg(target_arch = "x86_64")]
@@ -103,6 +104,9 @@ pub struct Kernels {
     pub isa: Isa,
     pub(crate) quantize_q8_0: fn(&[f32], &mut [i8], &mut [f32]),
     pub(crate) quantize_q8_k: fn(&[f32], &mut [i8], &mut [i16], &mut [f32]),
+    /// Whether the prompt tiles read activations in row pairs ([`row_pairs`]: the K-quant
+    /// tiles and the Q5_0 offset tiles), so a prompt's activations are also laid out so.
+    pub(crate) row_pairs: bool,
     pub(crate) q5_0: BlockKernels,
     pub(crate) q8_0: BlockKernels,
     pub(crate) q5_0_offset: Option<OffsetKernels>,

@@ -81,6 +81,10 @@ pub struct Q8KRows {
     pub(crate) bsums: Vec<i16>,
     pub(crate) rows: usize,
     pub(crate) blocks_per_row: usize,
+    /// The same rows in pairs, for tables whose prompt tiles read them so
+    /// (`Kernels::row_pairs`); `None` for fewer than `kquants::PROMPT_TAIL` rows.
+    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))] // only AVX-512 tiles read it
+    pub(crate) pairs: Option<super::row_pairs::Q8KPairs>,
 }
 
 /// One activation row of a [`Q8KRows`], as the kernels read it.
@@ -133,12 +137,15 @@ impl Q8KRows {
                 .zip(d.chunks_exact_mut(nb))
                 .for_each(row);
         }
+        let pairs = (table.row_pairs && m >= super::kquants::PROMPT_TAIL)
+            .then(|| super::row_pairs::Q8KPairs::new(&d, &qs, &bsums, m, nb));
         Q8KRows {
             d,
             qs,
             bsums,
             rows: m,
-            blocks_per_row: k / QK_K,
+            blocks_per_row: nb,
+            pairs,
         }
     }
 

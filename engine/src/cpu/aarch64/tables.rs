@@ -132,6 +132,7 @@ macro_rules! table {
             isa: $isa,
             quantize_q8_0: |x, q, s| unsafe { ops::quantize_q8_0(x, q, s) },
             quantize_q8_k: quantize_q8_k_row,
+            row_pairs: false,
             q5_0: BlockKernels {
                 dot: |w, q, i| unsafe { $m::block_dot::<true>(w, q, i) },
                 prompt: Some(|w, q, i, out| unsafe { $m::block_prompt::<true>(w, q, i, out) }),

@@ -98,6 +98,7 @@ fn q8k_rows(rng: &mut Lcg, m: usize, k: usize, unit: bool) -> Q8KRows {
         bsums,
         rows: m,
         blocks_per_row: k / QK_K,
+        pairs: None,
     }
 }
 

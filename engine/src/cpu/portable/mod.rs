@@ -15,6 +15,7 @@ pub(crate) fn kernels() -> Kernels {
         isa: Isa::Portable,
         quantize_q8_0: quantize_q8_0_blocks,
         quantize_q8_k: quantize_q8_k_row,
+        row_pairs: false,
         q5_0: BlockKernels {
             dot: blocks::dot::<true>,
             prompt: None,

@@ -164,7 +164,7 @@ pub(crate) unsafe fn offset_tile<const RM: usize, const RN: usize>(
             && (j + RM) * nb <= group.scales.len()
             && (i0 + RN) * nb <= q.scales.len()
             && q.blocks_per_row == nb
-            && sums.0.len() == q.scales.len() * 8
+            && sums.lanes.len() == q.scales.len() * 8
     );
     let ones = _mm256_set1_epi16(1);
     let v = group.values.as_ptr();
@@ -185,7 +185,7 @@ pub(crate) unsafe fn offset_tile<const RM: usize, const RN: usize>(
             let (y, s, dy) = unsafe {
                 (
                     _mm256_loadu_si256(q.quants.as_ptr().add(qi * QK) as *const __m256i),
-                    _mm256_loadu_si256(sums.0.as_ptr().add(qi * 8) as *const __m256i),
+                    _mm256_loadu_si256(sums.lanes.as_ptr().add(qi * 8) as *const __m256i),
                     _mm256_set1_ps(*q.scales.get_unchecked(qi)),
                 )
             };

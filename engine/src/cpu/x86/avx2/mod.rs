@@ -24,6 +24,7 @@ pub(crate) fn kernels() -> Kernels {
         isa: Isa::Avx2,
         quantize_q8_0: |x, q, s| unsafe { quantize_q8_0(x, q, s) },
         quantize_q8_k: quantize_q8_k_row,
+        row_pairs: false,
         q5_0: BlockKernels {
             dot: |w, q, i| unsafe { blocks::dot_q5_0(w, q, i) },
             prompt: Some(|w, q, i, out| unsafe {

@@ -3,15 +3,28 @@
 //! row's sub-block broadcast to both halves; `maddubs` then `vpdpwssd` (the scale multiply and
 //! the accumulation in one) replace AVX2's `maddubs`, `madd` and `add`. Per half the integer
 //! lanes are exactly AVX2's `tile_q4_k` / `tile_q6_k`'s (the same wrapping i32 sums), and so are
-//! the scale products, fused multiply-adds, the mins term (kept in AVX2's 128-bit form) and the
-//! horizontal sums: every output is bit for bit the AVX2 table's (tested).
+//! the scale products, fused multiply-adds, the mins term (AVX2's 128-bit lanes, four activation
+//! rows per zmm) and the horizontal sums: every output is bit for bit the AVX2 table's (tested).
+//!
+//! The tiles read the activations in row pairs (`cpu::row_pairs`): each register's two rows
+//! are one 64-byte load, where the row-major layout took two loads and an insert (port 5, which
+//! the 512-bit `maddubs`/`vpdpwssd` pair leaves as the only other vector port), and Q4_K's sums
+//! of 32 quants and negated scales come precomputed instead of being formed for every weight
+//! row. With both, prefill of the default model went from 518-535 to 540-572 tok/s here
+//! (2-core AVX-512 VNNI Xeon, alternating runs of `companion bench`).
 
 use std::arch::x86_64::*;
 
 use crate::cpu::formats::q4_k::{BYTES as Q4_K_BYTES, scales_mins as q4_k_scales_mins};
 use crate::cpu::formats::{QK_K, q6_k::BYTES as Q6_K_BYTES};
-use crate::cpu::quantize::{BSUMS, Q8KRow, Q8KRows};
-use crate::cpu::x86::avx2::kquants::{f16_pair, f16_splat, q6_values, scale_shuffle_k4, tile_rows};
+use crate::cpu::quantize::Q8KRows;
+use crate::cpu::row_pairs::{
+    PAIR_BSUMS, PAIR_D, PAIR_QS, Q8KPairs, QUAD_NEG_D, QUAD_SUMS32, SUB, SUBS,
+};
+use crate::cpu::x86::avx2::kquants::{
+    f16_pair, f16_splat, q6_values, scale_shuffle_k4, tile_q4_k as avx2_tile_q4_k,
+    tile_q6_k as avx2_tile_q6_k,
+};
 use crate::cpu::x86::{hsum, prefetch_tile};
 
 /// The two halves of `a` as AVX2 vectors.
@@ -24,74 +37,81 @@ fn split_ps(a: __m512) -> (__m256, __m256) {
     )
 }
 
-/// Two 8-lane vectors as one zmm.
-#[inline]
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
-fn join_si(lo: __m256i, hi: __m256i) -> __m512i {
-    _mm512_inserti64x4::<1>(_mm512_castsi256_si512(lo), hi)
+/// The pair layout of `q` if it has one and covers rows `i0..i0 + rn` in whole quads; `nb`
+/// super-blocks of a weight row of `block_bytes` are checked against it.
+fn paired_rows<'a>(
+    w: &[u8],
+    block_bytes: usize,
+    q: &'a Q8KRows,
+    i0: usize,
+    rn: usize,
+) -> Option<&'a Q8KPairs> {
+    let pairs = q.pairs.as_ref()?;
+    let nb = q.blocks_per_row;
+    let (p_end, q_end) = ((i0 + rn) / 2, (i0 + rn) / 4);
+    assert!(
+        i0.is_multiple_of(4)
+            && rn.is_multiple_of(4)
+            && w.len() == nb * block_bytes
+            && pairs.qs.len() >= p_end * nb * PAIR_QS
+            && pairs.bsums.len() >= p_end * nb * PAIR_BSUMS
+            && pairs.d.len() >= p_end * nb * PAIR_D
+            && pairs.sums32.len() >= q_end * nb * QUAD_SUMS32
+            && pairs.neg_d.len() >= q_end * nb * QUAD_NEG_D,
+        "weight row and paired activation rows disagree"
+    );
+    Some(pairs)
 }
 
-/// 32 activation quants at `at` of rows `a` and `b`, one per half.
+/// `sumi[p] += madd(sc, maddubs(wq, q8))` for every pair `p` from `pair0` of sub-block `s` of
+/// super-block `i`.
 ///
 /// # Safety
-/// `at + 32` must not exceed either row's `qs.len()`.
+/// Pairs `pair0..pair0 + RP` of `pairs` must hold super-block `i` (`nb` per pair).
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
-unsafe fn q8_pair(a: &Q8KRow<'_>, b: &Q8KRow<'_>, at: usize) -> __m512i {
-    // SAFETY: the caller guarantees 32 quants at `at` of both rows; unaligned loads.
-    unsafe {
-        join_si(
-            _mm256_loadu_si256(a.qs.as_ptr().add(at).cast()),
-            _mm256_loadu_si256(b.qs.as_ptr().add(at).cast()),
-        )
-    }
-}
-
-/// `sumi[p] += madd(sc, maddubs(wq, q8))` for every pair `p` of `y`, one sub-block.
-///
-/// # Safety
-/// As [`q8_pair`] for every row of `y`.
-#[inline]
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
-unsafe fn pair_dots<const RP: usize, const RN: usize>(
+unsafe fn pair_dots<const RP: usize>(
     wq: __m256i,
     sc: __m256i,
-    y: &[Q8KRow<'_>; RN],
-    at: usize,
+    pairs: &Q8KPairs,
+    (pair0, nb, i, s): (usize, usize, usize, usize),
     sumi: &mut [__m512i; RP],
 ) {
     let wq = _mm512_broadcast_i64x4(wq);
     let sc = _mm512_broadcast_i64x4(sc);
-    for (p, s) in sumi.iter_mut().enumerate() {
-        // SAFETY: the caller's guarantee.
-        let q8 = unsafe { q8_pair(&y[2 * p], &y[2 * p + 1], at) };
-        *s = _mm512_dpwssd_epi32(*s, _mm512_maddubs_epi16(wq, q8), sc);
+    for (p, sum) in sumi.iter_mut().enumerate() {
+        let at = (((pair0 + p) * nb + i) * SUBS + s) * 2 * SUB;
+        // SAFETY: the caller's guarantee; an unaligned 64-byte load.
+        let q8 = unsafe { _mm512_loadu_si512(pairs.qs.as_ptr().add(at).cast()) };
+        *sum = _mm512_dpwssd_epi32(*sum, _mm512_maddubs_epi16(wq, q8), sc);
     }
 }
 
 /// `acc[p] += (d_y · d_w) · f32(sumi[p])` per half, as AVX2's `accumulate_block`.
+///
+/// # Safety
+/// As [`pair_dots`].
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
-fn accumulate<const RP: usize, const RN: usize>(
+unsafe fn accumulate<const RP: usize>(
     acc: &mut [__m512; RP],
     sumi: &[__m512i; RP],
     dw: __m256,
-    y: &[Q8KRow<'_>; RN],
-    i: usize,
+    pairs: &Q8KPairs,
+    (pair0, nb, i): (usize, usize, usize),
 ) {
     // `dw` holds one value in every lane
     let dw = _mm512_broadcastss_ps(_mm256_castps256_ps128(dw));
     for p in 0..RP {
-        let dy = _mm512_mask_blend_ps(
-            0xFF00,
-            _mm512_set1_ps(y[2 * p].d[i]),
-            _mm512_set1_ps(y[2 * p + 1].d[i]),
-        );
+        // SAFETY: the caller's guarantee; 16 scales, an unaligned load.
+        let dy = unsafe { _mm512_loadu_ps(pairs.d.as_ptr().add(((pair0 + p) * nb + i) * PAIR_D)) };
         acc[p] = _mm512_fmadd_ps(_mm512_mul_ps(dy, dw), _mm512_cvtepi32_ps(sumi[p]), acc[p]);
     }
 }
 
-/// One weight row of Q4_K × activation rows `i0..i0 + RN` (`RN = 2·RP`).
+/// One weight row of Q4_K × activation rows `i0..i0 + RN` (`RN = 2·RP`, whole quads), on
+/// the pair layout (AVX2's tile where `q` has none: the same results). The mins term of four
+/// activation rows is one register: lane group `r` holds row `r`'s four AVX2 lanes.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
 pub(crate) fn tile_q4_k<const RP: usize, const RN: usize>(
     w: [&[u8]; 1],
@@ -99,18 +119,21 @@ pub(crate) fn tile_q4_k<const RP: usize, const RN: usize>(
     i0: usize,
     out: &mut [[f32; RN]; 1],
 ) {
-    const { assert!(RN == 2 * RP) };
-    let y = tile_rows::<1, RN>(&w, Q4_K_BYTES, q, i0);
+    const { assert!(RN == 2 * RP && RN.is_multiple_of(4)) };
+    let Some(pairs) = paired_rows(w[0], Q4_K_BYTES, q, i0, RN) else {
+        return avx2_tile_q4_k::<1, RN>(w, q, i0, out);
+    };
     let nb = q.blocks_per_row;
+    let (pair0, quad0) = (i0 / 2, i0 / 4);
     let m4 = _mm256_set1_epi8(0xF);
     let mut acc = [_mm512_setzero_ps(); RP];
-    let mut acc_m = [_mm_setzero_ps(); RN];
+    let mut acc_m = [_mm512_setzero_ps(); 2];
     for i in 0..nb {
         let blk = &w[0][i * Q4_K_BYTES..(i + 1) * Q4_K_BYTES];
         prefetch_tile::<1>(w[0], i, Q4_K_BYTES);
         let dd = f16_pair(u32::from_le_bytes([blk[0], blk[1], blk[2], blk[3]]));
         let dw = _mm256_broadcastss_ps(dd);
-        let dminw = _mm_broadcastss_ps(_mm_movehdup_ps(dd));
+        let dminw = _mm512_broadcastss_ps(_mm_movehdup_ps(dd));
         let utmp = q4_k_scales_mins(&blk[4..16]);
         let mins_and_scales = _mm256_cvtepu8_epi16(_mm_set_epi32(
             utmp[3] as i32,
@@ -118,27 +141,22 @@ pub(crate) fn tile_q4_k<const RP: usize, const RN: usize>(
             utmp[1] as i32,
             utmp[0] as i32,
         ));
-        let mins = _mm256_extracti128_si256::<1>(mins_and_scales);
+        let mins = _mm512_broadcast_i32x4(_mm256_extracti128_si256::<1>(mins_and_scales));
         let sc128 = _mm256_extracti128_si256::<0>(mins_and_scales);
         let scales = _mm256_set_m128i(sc128, sc128);
-        for rn in 0..RN {
-            // SAFETY: block `i < nb` of each row's `d` and 16 `bsums` (checked in `tile_rows`).
-            let (d, q8sums) = unsafe {
+        for (qd, acc_m) in acc_m.iter_mut().enumerate().take(RN / 4) {
+            let at = (quad0 + qd) * nb + i;
+            // SAFETY: quad `quad0 + qd`'s super-block `i` (checked in `paired_rows`);
+            // unaligned loads.
+            let (q8s, ndy) = unsafe {
                 (
-                    *y[rn].d.get_unchecked(i),
-                    _mm256_loadu_si256(y[rn].bsums.as_ptr().add(i * BSUMS).cast()),
+                    _mm512_loadu_si512(pairs.sums32.as_ptr().add(at * QUAD_SUMS32).cast()),
+                    _mm512_loadu_ps(pairs.neg_d.as_ptr().add(at * QUAD_NEG_D)),
                 )
             };
-            let q8s = _mm_hadd_epi16(
-                _mm256_extracti128_si256::<0>(q8sums),
-                _mm256_extracti128_si256::<1>(q8sums),
-            );
-            let prod = _mm_madd_epi16(mins, q8s);
-            acc_m[rn] = _mm_fmadd_ps(
-                _mm_mul_ps(_mm_set1_ps(-d), dminw),
-                _mm_cvtepi32_ps(prod),
-                acc_m[rn],
-            );
+            // dmin = −d_y · dmin_w per row, as AVX2's tile
+            let prod = _mm512_madd_epi16(mins, q8s);
+            *acc_m = _mm512_fmadd_ps(_mm512_mul_ps(ndy, dminw), _mm512_cvtepi32_ps(prod), *acc_m);
         }
         let mut sumi = [_mm512_setzero_si512(); RP];
         for j in 0..QK_K / 64 {
@@ -150,18 +168,28 @@ pub(crate) fn tile_q4_k<const RP: usize, const RN: usize>(
             let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(bits), m4);
             let sc_lo = _mm256_shuffle_epi8(scales, scale_shuffle_k4(2 * j));
             let sc_hi = _mm256_shuffle_epi8(scales, scale_shuffle_k4(2 * j + 1));
-            // SAFETY: quants 64j .. 64j + 64 of block `i` (checked in `tile_rows`).
+            // SAFETY: pairs `pair0..pair0 + RP` hold super-block `i` (checked in `paired_rows`).
             unsafe {
-                pair_dots(lo, sc_lo, &y, i * QK_K + 64 * j, &mut sumi);
-                pair_dots(hi, sc_hi, &y, i * QK_K + 64 * j + 32, &mut sumi);
+                pair_dots(lo, sc_lo, pairs, (pair0, nb, i, 2 * j), &mut sumi);
+                pair_dots(hi, sc_hi, pairs, (pair0, nb, i, 2 * j + 1), &mut sumi);
             }
         }
-        accumulate(&mut acc, &sumi, dw, &y, i);
+        // SAFETY: as above.
+        unsafe { accumulate(&mut acc, &sumi, dw, pairs, (pair0, nb, i)) };
     }
+    let mins: [__m128; RN] = std::array::from_fn(|rn| {
+        let a = acc_m[rn / 4];
+        match rn % 4 {
+            0 => _mm512_extractf32x4_ps::<0>(a),
+            1 => _mm512_extractf32x4_ps::<1>(a),
+            2 => _mm512_extractf32x4_ps::<2>(a),
+            _ => _mm512_extractf32x4_ps::<3>(a),
+        }
+    });
     for p in 0..RP {
         let (lo, hi) = split_ps(acc[p]);
         for (rn, half) in [(2 * p, lo), (2 * p + 1, hi)] {
-            let a = acc_m[rn];
+            let a = mins[rn];
             let a = _mm_add_ps(a, _mm_movehl_ps(a, a));
             let a = _mm_add_ss(a, _mm_movehdup_ps(a));
             out[0][rn] = hsum(half) + _mm_cvtss_f32(a);
@@ -169,7 +197,8 @@ pub(crate) fn tile_q4_k<const RP: usize, const RN: usize>(
     }
 }
 
-/// One weight row of Q6_K × activation rows `i0..i0 + RN` (`RN = 2·RP`).
+/// One weight row of Q6_K × activation rows `i0..i0 + RN` (`RN = 2·RP`, whole quads), on
+/// the pair layout (AVX2's tile where `q` has none: the same results).
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
 pub(crate) fn tile_q6_k<const RP: usize, const RN: usize>(
     w: [&[u8]; 1],
@@ -177,9 +206,12 @@ pub(crate) fn tile_q6_k<const RP: usize, const RN: usize>(
     i0: usize,
     out: &mut [[f32; RN]; 1],
 ) {
-    const { assert!(RN == 2 * RP) };
-    let y = tile_rows::<1, RN>(&w, Q6_K_BYTES, q, i0);
+    const { assert!(RN == 2 * RP && RN.is_multiple_of(4)) };
+    let Some(pairs) = paired_rows(w[0], Q6_K_BYTES, q, i0, RN) else {
+        return avx2_tile_q6_k::<1, RN>(w, q, i0, out);
+    };
     let nb = q.blocks_per_row;
+    let pair0 = i0 / 2;
     let mut acc = [_mm512_setzero_ps(); RP];
     for i in 0..nb {
         let blk = &w[0][i * Q6_K_BYTES..(i + 1) * Q6_K_BYTES];
@@ -187,36 +219,35 @@ pub(crate) fn tile_q6_k<const RP: usize, const RN: usize>(
         // SAFETY: bytes 192..208 of the block's 210 are the 16 scales; unaligned load.
         let scales = [unsafe { _mm_loadu_si128(blk.as_ptr().add(192).cast()) }];
         let dw = f16_splat(u16::from_le_bytes([blk[208], blk[209]]));
-        let scales_16 = _mm256_cvtepi8_epi16(scales[0]);
+        let scales_16 = _mm512_broadcast_i64x4(_mm256_cvtepi8_epi16(scales[0]));
         // the −32 offset term starts each row's i32 sums, as in AVX2's tile
         let mut sumi = [_mm512_setzero_si512(); RP];
         for (p, s) in sumi.iter_mut().enumerate() {
-            let start = |rn: usize| {
-                // SAFETY: 16 `bsums` of block `i` (checked in `tile_rows`); unaligned load.
-                let q8sums =
-                    unsafe { _mm256_loadu_si256(y[rn].bsums.as_ptr().add(i * BSUMS).cast()) };
-                let q8sclsub = _mm256_slli_epi32::<5>(_mm256_madd_epi16(q8sums, scales_16));
-                _mm256_sub_epi32(_mm256_setzero_si256(), q8sclsub)
-            };
-            *s = join_si(start(2 * p), start(2 * p + 1));
+            let at = ((pair0 + p) * nb + i) * PAIR_BSUMS;
+            // SAFETY: pair `pair0 + p`'s 2 × 16 sums of super-block `i` (checked in
+            // `paired_rows`); unaligned load.
+            let q8sums = unsafe { _mm512_loadu_si512(pairs.bsums.as_ptr().add(at).cast()) };
+            let q8sclsub = _mm512_slli_epi32::<5>(_mm512_madd_epi16(q8sums, scales_16));
+            *s = _mm512_sub_epi32(_mm512_setzero_si512(), q8sclsub);
         }
         let blocks: [*const u8; 1] = [w[0][i * Q6_K_BYTES..].as_ptr()];
         for h in 0..QK_K / 128 {
-            let at = i * QK_K + 128 * h;
-            // SAFETY: the block and quant offsets are in bounds as `q6_values` and `pair_dots`
-            // require (checked in `tile_rows`).
+            let at = (pair0, nb, i, 4 * h);
+            // SAFETY: the block offsets are in bounds as `q6_values` requires (the block is
+            // whole), and pairs `pair0..pair0 + RP` hold super-block `i` (`paired_rows`).
             unsafe {
                 let (v, sc) = q6_values::<0, 1>(&blocks, h, &scales);
-                pair_dots(v[0], sc[0], &y, at, &mut sumi);
+                pair_dots(v[0], sc[0], pairs, at, &mut sumi);
                 let (v, sc) = q6_values::<1, 1>(&blocks, h, &scales);
-                pair_dots(v[0], sc[0], &y, at + 32, &mut sumi);
+                pair_dots(v[0], sc[0], pairs, (at.0, nb, i, 4 * h + 1), &mut sumi);
                 let (v, sc) = q6_values::<2, 1>(&blocks, h, &scales);
-                pair_dots(v[0], sc[0], &y, at + 64, &mut sumi);
+                pair_dots(v[0], sc[0], pairs, (at.0, nb, i, 4 * h + 2), &mut sumi);
                 let (v, sc) = q6_values::<3, 1>(&blocks, h, &scales);
-                pair_dots(v[0], sc[0], &y, at + 96, &mut sumi);
+                pair_dots(v[0], sc[0], pairs, (at.0, nb, i, 4 * h + 3), &mut sumi);
             }
         }
-        accumulate(&mut acc, &sumi, dw, &y, i);
+        // SAFETY: as above.
+        unsafe { accumulate(&mut acc, &sumi, dw, pairs, (pair0, nb, i)) };
     }
     for p in 0..RP {
         let (lo, hi) = split_ps(acc[p]);

@@ -18,6 +18,7 @@ use crate::cpu::{Isa, Kernels};
 pub(crate) fn kernels() -> Kernels {
     let mut table = super::avx2::kernels();
     table.isa = Isa::Avx512;
+    table.row_pairs = true;
     if let Some(offset) = table.q5_0_offset.as_mut() {
         // SAFETY: see the module docs.
         offset.group = |g, width, q, s, i0, rows, dst, g0| unsafe {

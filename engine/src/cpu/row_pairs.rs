@@ -1,0 +1,250 @@
+//! Quantized activation rows rearranged for prompt tiles that hold two activation rows per
+//! 512-bit register (the AVX-512 K-quant and Q5_0 offset tiles): what such a tile reads per
+//! block sits in one contiguous 64-byte run, where the row-major layouts
+//! ([`super::quantize::Q8KRows`], [`Q8Rows`] with its [`super::blocks::LaneSums`]) need two
+//! loads and an insert per register, and per-row terms the tiles used to recompute for every
+//! weight row (Q4_K's sums of 32 quants, the negated scales of its mins term) are formed once
+//! per quantization.
+//!
+//! The values are the row-major ones moved, or combined exactly as the tiles combined them
+//! (the sums of 32 are `_mm_hadd_epi16`'s wrapping i16 sums), so outputs do not change. Building
+//! it copies the quants once: a matmul then reads each activation byte once per weight row, so
+//! the copy is well under 1% of a prompt matmul's activation traffic.
+
+use rayon::prelude::*;
+
+use super::formats::{QK, QK_K};
+use super::quantize::{BSUMS, Q8Rows};
+
+/// Quants of one sub-block (32 values) of one row.
+pub(crate) const SUB: usize = 32;
+/// Sub-blocks per super-block.
+pub(crate) const SUBS: usize = QK_K / SUB;
+
+/// Q8_K activations in row pairs (and quads), see the module docs. Rows past the last whole
+/// pair (quad) are not in the pair (quad) arrays; tiles cover whole quads only.
+#[derive(Debug, Clone)]
+pub(crate) struct Q8KPairs {
+    /// `[pair p][block][sub-block][row 2p: 32 quants, row 2p + 1: 32 quants]`.
+    pub qs: Vec<i8>,
+    /// `[pair p][block][row 2p: 16 sums of 16, row 2p + 1: 16 sums of 16]`.
+    pub bsums: Vec<i16>,
+    /// `[pair p][block][row 2p's d × 8, row 2p + 1's d × 8]`.
+    pub d: Vec<f32>,
+    /// `[quad q][block][row 4q + r: 8 sums of 32 quants]`, r = 0..4.
+    pub sums32: Vec<i16>,
+    /// `[quad q][block][row 4q + r: −d × 4]`, r = 0..4.
+    pub neg_d: Vec<f32>,
+}
+
+/// One pair's quants, sums and scales to fill, with the pair's index.
+type PairOut<'a, S> = (usize, ((&'a mut [i8], &'a mut [S]), &'a mut [f32]));
+
+/// Per pair and block: quants, sums of 16, scales.
+pub(crate) const PAIR_QS: usize = 2 * QK_K;
+pub(crate) const PAIR_BSUMS: usize = 2 * BSUMS;
+pub(crate) const PAIR_D: usize = 16;
+/// Per quad and block: sums of 32, negated scales.
+pub(crate) const QUAD_SUMS32: usize = 4 * SUBS;
+pub(crate) const QUAD_NEG_D: usize = 16;
+
+impl Q8KPairs {
+    /// The rearrangement of `m` rows of `nb` super-blocks (`d`, `qs`, `bsums` row-major as in
+    /// [`super::quantize::Q8KRows`]); across the compute threads for prompts of 64 rows or more.
+    pub(crate) fn new(d: &[f32], qs: &[i8], bsums: &[i16], m: usize, nb: usize) -> Self {
+        let (pairs, quads) = (m / 2, m / 4);
+        let mut out = Q8KPairs {
+            qs: vec![0; pairs * nb * PAIR_QS],
+            bsums: vec![0; pairs * nb * PAIR_BSUMS],
+            d: vec![0.0; pairs * nb * PAIR_D],
+            sums32: vec![0; quads * nb * QUAD_SUMS32],
+            neg_d: vec![0.0; quads * nb * QUAD_NEG_D],
+        };
+        let pair = |(p, ((qs_p, bsums_p), d_p)): PairOut<'_, i16>| {
+            for i in 0..nb {
+                for half in 0..2 {
+                    let (row, blk) = (2 * p + half, (2 * p + half) * nb + i);
+                    let src = &qs[blk * QK_K..][..QK_K];
+                    for s in 0..SUBS {
+                        qs_p[(i * SUBS + s) * 2 * SUB + half * SUB..][..SUB]
+                            .copy_from_slice(&src[s * SUB..][..SUB]);
+                    }
+                    bsums_p[i * PAIR_BSUMS + half * BSUMS..][..BSUMS]
+                        .copy_from_slice(&bsums[blk * BSUMS..][..BSUMS]);
+                    d_p[i * PAIR_D + half * 8..][..8].fill(d[row * nb + i]);
+                }
+            }
+        };
+        let quad = |(q, (sums_q, neg_q)): (usize, (&mut [i16], &mut [f32]))| {
+            for i in 0..nb {
+                for r in 0..4 {
+                    let blk = (4 * q + r) * nb + i;
+                    let b = &bsums[blk * BSUMS..][..BSUMS];
+                    for (l, s) in sums_q[i * QUAD_SUMS32 + r * SUBS..][..SUBS]
+                        .iter_mut()
+                        .enumerate()
+                    {
+                        *s = b[2 * l].wrapping_add(b[2 * l + 1]);
+                    }
+                    neg_q[i * QUAD_NEG_D + r * 4..][..4].fill(-d[blk]);
+                }
+            }
+        };
+        if m >= 64 {
+            out.qs
+                .par_chunks_exact_mut(nb * PAIR_QS)
+                .zip(out.bsums.par_chunks_exact_mut(nb * PAIR_BSUMS))
+                .zip(out.d.par_chunks_exact_mut(nb * PAIR_D))
+                .enumerate()
+                .for_each(pair);
+            out.sums32
+                .par_chunks_exact_mut(nb * QUAD_SUMS32)
+                .zip(out.neg_d.par_chunks_exact_mut(nb * QUAD_NEG_D))
+                .enumerate()
+                .for_each(quad);
+        } else if nb > 0 {
+            out.qs
+                .chunks_exact_mut(nb * PAIR_QS)
+                .zip(out.bsums.chunks_exact_mut(nb * PAIR_BSUMS))
+                .zip(out.d.chunks_exact_mut(nb * PAIR_D))
+                .enumerate()
+                .for_each(pair);
+            out.sums32
+                .chunks_exact_mut(nb * QUAD_SUMS32)
+                .zip(out.neg_d.chunks_exact_mut(nb * QUAD_NEG_D))
+                .enumerate()
+                .for_each(quad);
+        }
+        out
+    }
+}
+
+/// Q8_0 activations (with the offset form's lane sums) in row pairs; rows past the last whole
+/// pair are not in it.
+#[derive(Debug, Clone)]
+pub(crate) struct Q8Pairs {
+    /// `[pair p][block][row 2p: 32 quants, row 2p + 1: 32 quants]`.
+    pub quants: Vec<i8>,
+    /// `[pair p][block][row 2p: 8 negated lane sums, row 2p + 1: 8]`: negated, so that they
+    /// start the tile's `vpdpbusd` sums instead of being subtracted after them (the same i32).
+    pub neg_lanes: Vec<i32>,
+    /// `[pair p][block][row 2p's scale × 8, row 2p + 1's scale × 8]`.
+    pub scales: Vec<f32>,
+}
+
+impl Q8Pairs {
+    /// The rearrangement of `q` and its lane sums (`lanes`, 8 per block, row-major).
+    pub(crate) fn new(q: &Q8Rows, lanes: &[i32]) -> Self {
+        let nb = q.blocks_per_row;
+        let m = q.scales.len().checked_div(nb).unwrap_or(0);
+        let pairs = m / 2;
+        let mut out = Q8Pairs {
+            quants: vec![0; pairs * nb * 2 * QK],
+            neg_lanes: vec![0; pairs * nb * 16],
+            scales: vec![0.0; pairs * nb * 16],
+        };
+        let pair = |(p, ((quants_p, lanes_p), scales_p)): PairOut<'_, i32>| {
+            for b in 0..nb {
+                for half in 0..2 {
+                    let blk = (2 * p + half) * nb + b;
+                    quants_p[(2 * b + half) * QK..][..QK]
+                        .copy_from_slice(&q.quants[blk * QK..][..QK]);
+                    for (n, &l) in lanes_p[(2 * b + half) * 8..][..8]
+                        .iter_mut()
+                        .zip(&lanes[blk * 8..][..8])
+                    {
+                        *n = -l;
+                    }
+                    scales_p[(2 * b + half) * 8..][..8].fill(q.scales[blk]);
+                }
+            }
+        };
+        if m >= 64 {
+            out.quants
+                .par_chunks_exact_mut(nb * 2 * QK)
+                .zip(out.neg_lanes.par_chunks_exact_mut(nb * 16))
+                .zip(out.scales.par_chunks_exact_mut(nb * 16))
+                .enumerate()
+                .for_each(pair);
+        } else if nb > 0 {
+            out.quants
+                .chunks_exact_mut(nb * 2 * QK)
+                .zip(out.neg_lanes.chunks_exact_mut(nb * 16))
+                .zip(out.scales.chunks_exact_mut(nb * 16))
+                .enumerate()
+                .for_each(pair);
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pairs_and_quads_hold_the_rows_values_in_place() {
+        let (m, nb) = (6, 2);
+        let qs: Vec<i8> = (0..m * nb * QK_K).map(|v| (v % 251) as i8).collect();
+        let bsums: Vec<i16> = qs
+            .chunks_exact(16)
+            .map(|c| c.iter().map(|&q| q as i16).sum())
+            .collect();
+        let d: Vec<f32> = (0..m * nb).map(|v| v as f32 + 0.5).collect();
+        let p = Q8KPairs::new(&d, &qs, &bsums, m, nb);
+        assert_eq!(p.qs.len(), 3 * nb * PAIR_QS);
+        assert_eq!(p.sums32.len(), nb * QUAD_SUMS32);
+        for row in 0..m {
+            let (pair, half) = (row / 2, row % 2);
+            for i in 0..nb {
+                for s in 0..SUBS {
+                    let at = ((pair * nb + i) * SUBS + s) * 2 * SUB + half * SUB;
+                    assert_eq!(
+                        p.qs[at..at + SUB],
+                        qs[(row * nb + i) * QK_K + s * SUB..][..SUB]
+                    );
+                }
+                let at = (pair * nb + i) * PAIR_BSUMS + half * BSUMS;
+                assert_eq!(
+                    p.bsums[at..at + BSUMS],
+                    bsums[(row * nb + i) * BSUMS..][..BSUMS]
+                );
+                let at = (pair * nb + i) * PAIR_D + half * 8;
+                assert!(p.d[at..at + 8].iter().all(|&v| v == d[row * nb + i]));
+                if row < 4 {
+                    let at = i * QUAD_SUMS32 + row * SUBS;
+                    for l in 0..SUBS {
+                        let quants = &qs[(row * nb + i) * QK_K + l * SUB..][..SUB];
+                        let sum: i16 = quants.iter().map(|&q| q as i16).sum();
+                        assert_eq!(p.sums32[at + l], sum);
+                    }
+                    let at = i * QUAD_NEG_D + row * 4;
+                    assert!(p.neg_d[at..at + 4].iter().all(|&v| v == -d[row * nb + i]));
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn q8_pairs_hold_the_rows_blocks_lane_sums_and_scales() {
+        let (m, k) = (5, 96);
+        let nb = k / QK;
+        let x: Vec<f32> = (0..m * k).map(|v| (v % 37) as f32 - 18.0).collect();
+        let q = Q8Rows::quantize(&x, m, k);
+        let lanes: Vec<i32> = (0..m * nb * 8).map(|v| v as i32 * 3 - 7).collect();
+        let p = Q8Pairs::new(&q, &lanes);
+        assert_eq!(p.quants.len(), 2 * nb * 2 * QK, "the fifth row has no pair");
+        for row in 0..4 {
+            let (pair, half) = (row / 2, row % 2);
+            for b in 0..nb {
+                let blk = row * nb + b;
+                let at = (pair * nb + b) * 2 + half;
+                assert_eq!(p.quants[at * QK..][..QK], q.quants[blk * QK..][..QK]);
+                for l in 0..8 {
+                    assert_eq!(p.neg_lanes[at * 8 + l], -lanes[blk * 8 + l]);
+                    assert_eq!(p.scales[at * 8 + l], q.scales[blk]);
+                }
+            }
+        }
+    }
+}
