@@ -107,8 +107,12 @@ impl BlockMatrix {
         let threads = rayon::current_num_threads();
         if m >= PROMPT_SPLIT_ROWS {
             // Prompts: tasks own runs of activation rows and write whole `[m, n]` output rows,
-            // so no transpose follows (see `fill_prompt`).
-            let rows_per_task = (m / (threads * 4)).max(TILE_N).next_multiple_of(TILE_N);
+            // so no transpose follows (see `fill_prompt`). Every task unpacks the whole Q5_0
+            // matrix to offset form, so tasks are few: two per thread (four per thread had
+            // the unpacking at ~2.6% of a prefill; two took prefill from 601-618 to 630-642
+            // tok/s here and left it unchanged beside a busy loop, where stealing still
+            // balances the threads).
+            let rows_per_task = (m / (threads * 2)).max(TILE_N).next_multiple_of(TILE_N);
             let mut outs: Vec<Vec<f32>> = mats.iter().map(|w| scratch::zeroed(m * w.n)).collect();
             let mut tasks: Vec<(&BlockMatrix, usize, &mut [f32])> = Vec::new();
             for (w, out) in mats.iter().zip(outs.iter_mut()) {
