@@ -6,7 +6,7 @@
 use super::{AttentionSpec, Backend};
 use crate::cpu::attention::{Inputs as AttentionInputs, SlotPositions, Visibility, attention};
 use crate::cpu::ops::{geglu, rms_norm_into, rms_norm_rows};
-use crate::cpu::scratch::{release as release_scratch, zeroed as scratch_zeroed};
+use crate::cpu::scratch::{overwritten as scratch_overwritten, release as release_scratch};
 use crate::error::{Error, Result};
 use crate::kv_cache::KvCache;
 use crate::model::{Hidden, Linear, Model, Norm, RopeTable};
@@ -37,7 +37,7 @@ impl Backend for HostBackend<'_> {
     }
 
     fn rms_norm(&self, x: &Vec<f32>, w: &Norm, eps: f32) -> Result<Vec<f32>> {
-        let mut out = scratch_zeroed(x.len());
+        let mut out = scratch_overwritten(x.len());
         rms_norm_into(x, &w.host, eps, &mut out);
         Ok(out)
     }
@@ -79,7 +79,7 @@ impl Backend for HostBackend<'_> {
     ) -> Result<Vec<f32>> {
         let (n_head, d) = (spec.n_head, spec.head_dim);
         // attention wants Q as [n_head, seq, d], scaled
-        let mut qt = scratch_zeroed(q.len());
+        let mut qt = scratch_overwritten(q.len());
         for i in 0..seq {
             for hd in 0..n_head {
                 let src = &q[(i * n_head + hd) * d..][..d];
@@ -148,7 +148,7 @@ impl Backend for HostBackend<'_> {
     }
 
     fn duplicate(&self, x: &Vec<f32>) -> Result<Vec<f32>> {
-        let mut out = scratch_zeroed(x.len());
+        let mut out = scratch_overwritten(x.len());
         out.copy_from_slice(x);
         Ok(out)
     }

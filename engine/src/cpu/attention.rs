@@ -94,7 +94,8 @@ impl Inputs<'_> {
 /// Returns `[seq, n_head * d]`; see the module docs.
 pub(crate) fn attention(inputs: &Inputs<'_>) -> Vec<f32> {
     let (seq, n_head, d) = (inputs.seq, inputs.n_head, inputs.d);
-    let mut out = super::scratch::zeroed(seq * n_head * d);
+    // every row is written: a query tile's copy, or `one_query`'s (which starts from zeros)
+    let mut out = super::scratch::overwritten(seq * n_head * d);
     if seq >= TILE_Q {
         let items: Vec<(usize, usize)> = (0..n_head)
             .flat_map(|h| (0..seq).step_by(TILE_Q).map(move |q0| (h, q0)))

@@ -113,7 +113,8 @@ impl BlockMatrix {
             // tok/s here and left it unchanged beside a busy loop, where stealing still
             // balances the threads).
             let rows_per_task = (m / (threads * 2)).max(TILE_N).next_multiple_of(TILE_N);
-            let mut outs: Vec<Vec<f32>> = mats.iter().map(|w| scratch::zeroed(m * w.n)).collect();
+            let mut outs: Vec<Vec<f32>> =
+                mats.iter().map(|w| scratch::overwritten(m * w.n)).collect();
             let mut tasks: Vec<(&BlockMatrix, usize, &mut [f32])> = Vec::new();
             for (w, out) in mats.iter().zip(outs.iter_mut()) {
                 for (t, dst) in out.chunks_mut(rows_per_task * w.n).enumerate() {
@@ -135,7 +136,7 @@ impl BlockMatrix {
             return outs;
         }
         // out_t[r][i]: each task owns a contiguous run of one matrix's weight rows.
-        let mut outs: Vec<Vec<f32>> = mats.iter().map(|w| scratch::zeroed(w.n * m)).collect();
+        let mut outs: Vec<Vec<f32>> = mats.iter().map(|w| scratch::overwritten(w.n * m)).collect();
         let mut tasks: Vec<(&BlockMatrix, usize, &mut [f32])> = Vec::new();
         for (w, out_t) in mats.iter().zip(outs.iter_mut()) {
             let rows_per_task = (w.n / (threads * 8)).clamp(16, 4096);

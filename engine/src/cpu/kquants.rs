@@ -103,7 +103,7 @@ impl KMatrix {
     /// [`Self::matmul`] with the kernels of `table`.
     pub(crate) fn matmul_on(&self, table: &Kernels, x: &[f32], m: usize) -> Vec<f32> {
         let q = Q8KRows::quantize_on(table, x, m, self.k);
-        let mut out = super::scratch::zeroed(m * self.n);
+        let mut out = super::scratch::overwritten(m * self.n);
         self.matmul_q_on(table, &q, m, &mut out);
         out
     }
@@ -135,7 +135,7 @@ impl KMatrix {
             return;
         }
         // Tasks own contiguous runs of weight rows, so they write `[n, m]`; transpose after.
-        let mut out_t = super::scratch::zeroed(self.n * m);
+        let mut out_t = super::scratch::overwritten(self.n * m);
         self.dot_rows(table, q, m, &mut out_t);
         super::transpose::transpose_into(&out_t, self.n, m, out);
         super::scratch::release(out_t);

@@ -12,7 +12,7 @@ use super::scratch;
 /// ways — in play at once whenever `rows` is a power of two: a 2048 × 512 transpose took
 /// 6–9 ms, 15% of the multiplication it followed.)
 pub(crate) fn transpose(src: &[f32], rows: usize, cols: usize) -> Vec<f32> {
-    let mut out = scratch::zeroed(rows * cols);
+    let mut out = scratch::overwritten(rows * cols);
     transpose_into(src, rows, cols, &mut out);
     out
 }
