@@ -11,6 +11,8 @@ pub mod keys;
 mod mapped;
 pub mod reader;
 mod resident;
+pub use resident::moves_pending as huge_page_moves_pending;
+pub(crate) use resident::pause_moves;
 
 use std::fs::File;
 use std::io::Cursor;

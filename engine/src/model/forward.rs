@@ -34,6 +34,8 @@ impl Model {
         cache: &mut KvCache,
         output: Output,
     ) -> Result<Hidden> {
+        // a prompt pass faults in fresh buffers: the huge-page move waits (`gguf::resident`)
+        let _moves_paused = (tokens.len() > 1).then(crate::gguf::pause_moves);
         let mut outs = Vec::new();
         for chunk in tokens.chunks(cache.chunk()) {
             let h = self.step(b, chunk, cache, output)?;
