@@ -285,23 +285,29 @@ mod tests {
         kb
     }
 
-    /// The bytes stay the same, for readers that run all along, and the promoted chunks are
-    /// anonymous memory afterwards; chunks outside the given ranges stay file pages.
-    #[test]
-    fn promoted_chunks_keep_their_bytes_under_concurrent_readers() {
+    /// `data` in a temporary file (kept while the directory lives), opened and mapped.
+    fn mapped(data: &[u8]) -> (tempfile::TempDir, File, Arc<Mmap>) {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("weights.bin");
-        let len = 5 * CHUNK + 12_345;
-        let data: Vec<u8> = (0..len)
-            .map(|i| ((i * 2654435761usize) >> 7) as u8)
-            .collect();
         std::fs::File::create(&path)
             .unwrap()
-            .write_all(&data)
+            .write_all(data)
             .unwrap();
         let file = File::open(&path).unwrap();
         // SAFETY: a private temporary file nobody changes.
         let map = Arc::new(unsafe { Mmap::map(&file) }.unwrap());
+        (dir, file, map)
+    }
+
+    /// The bytes stay the same, for readers that run all along, and the promoted chunks are
+    /// anonymous memory afterwards; chunks outside the given ranges stay file pages.
+    #[test]
+    fn promoted_chunks_keep_their_bytes_under_concurrent_readers() {
+        let len = 5 * CHUNK + 12_345;
+        let data: Vec<u8> = (0..len)
+            .map(|i| ((i * 2654435761usize) >> 7) as u8)
+            .collect();
+        let (_dir, file, map) = mapped(&data);
         let want = sum(&data);
         let stop = Arc::new(AtomicBool::new(false));
         let readers: Vec<_> = (0..2)
@@ -348,16 +354,8 @@ mod tests {
     /// A held pause keeps every chunk in place; dropping it lets the move run.
     #[test]
     fn a_paused_move_waits_for_the_pause_to_end() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("weights.bin");
         let data = vec![7u8; 3 * CHUNK];
-        std::fs::File::create(&path)
-            .unwrap()
-            .write_all(&data)
-            .unwrap();
-        let file = File::open(&path).unwrap();
-        // SAFETY: a private temporary file nobody changes.
-        let map = Arc::new(unsafe { Mmap::map(&file) }.unwrap());
+        let (_dir, file, map) = mapped(&data);
         let base = map.as_ptr() as usize;
         let first = base.next_multiple_of(CHUNK) - base;
         let pause = pause_moves();
