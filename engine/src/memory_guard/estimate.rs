@@ -21,6 +21,12 @@
 //!                                                             sampler's copy)
 //! runtime = 256 × n_vocab + 12 MiB                           (the tokenizer's vocabulary maps,
 //!                                                             code, stacks, allocator)
+//!           + 4 MiB on Linux                                 (the move of the weights onto huge
+//!                                                             pages, `gguf::resident`: a 2 MiB
+//!                                                             chunk in flight; prompt passes
+//!                                                             hold the move back, so it resumes
+//!                                                             with the context full, and the
+//!                                                             peak then rose by 3.5-4.5 MB)
 //! ```
 //!
 //! The runtime term is calibrated against peak RSS (`VmHWM`) of `companion generate` on the
@@ -38,6 +44,12 @@ use crate::kv_budget::KvShape;
 
 const TOKENIZER_BYTES_PER_ENTRY: u64 = 256;
 const RUNTIME_BASE_BYTES: u64 = 12 << 20;
+/// The huge-page move's share of the peak (see the module docs); no move off Linux.
+const HUGE_PAGE_MOVE_BYTES: u64 = if cfg!(target_os = "linux") {
+    4 << 20
+} else {
+    0
+};
 
 /// The dimensions of a model that decide its memory use.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -141,7 +153,8 @@ impl MemoryEstimate {
             .saturating_add(8u64.saturating_mul(shape.n_vocab as u64));
         let runtime_bytes = TOKENIZER_BYTES_PER_ENTRY
             .saturating_mul(shape.n_vocab as u64)
-            .saturating_add(RUNTIME_BASE_BYTES);
+            .saturating_add(RUNTIME_BASE_BYTES)
+            .saturating_add(HUGE_PAGE_MOVE_BYTES);
         let total_bytes = [
             weights_bytes,
             kv_cache_bytes,
