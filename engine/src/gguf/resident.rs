@@ -118,10 +118,17 @@ pub(crate) fn promote_in_background(map: Arc<Mmap>, file: File, ranges: Vec<(usi
     let spawned = std::thread::Builder::new()
         .name("companion-huge-pages".into())
         .spawn(move || {
+            // counted down however the move ends, a panic included
+            struct Finished;
+            impl Drop for Finished {
+                fn drop(&mut self) {
+                    RUNNING.fetch_sub(1, Ordering::SeqCst);
+                }
+            }
+            let _finished = Finished;
             lowest_priority();
             let t0 = std::time::Instant::now();
             let done = promote(&map, &file, &ranges);
-            RUNNING.fetch_sub(1, Ordering::SeqCst);
             tracing::debug!(
                 chunks = done.chunks,
                 failed = done.failed,

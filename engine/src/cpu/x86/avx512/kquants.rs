@@ -119,7 +119,8 @@ pub(crate) fn tile_q4_k<const RP: usize, const RN: usize>(
     i0: usize,
     out: &mut [[f32; RN]; 1],
 ) {
-    const { assert!(RN == 2 * RP && RN.is_multiple_of(4)) };
+    // the mins term keeps two registers of four rows each
+    const { assert!(RN == 2 * RP && RN.is_multiple_of(4) && RN <= 8) };
     let Some(pairs) = paired_rows(w[0], Q4_K_BYTES, q, i0, RN) else {
         return avx2_tile_q4_k::<1, RN>(w, q, i0, out);
     };
