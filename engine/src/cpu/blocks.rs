@@ -20,7 +20,7 @@ use rayon::prelude::*;
 
 use super::formats::{BlockFormat, QK, q5_0};
 use super::quantize::Q8Rows;
-use super::row_pairs::Q8Pairs;
+use super::row_pairs::{PairLayout, Q8Pairs};
 use super::scratch;
 use super::{BlockKernels, Kernels, OffsetKernels, kernels};
 use crate::gguf::WeightBytes;
@@ -124,7 +124,11 @@ impl BlockMatrix {
             let offset = table.q5_0_offset.as_ref();
             let sums = offset
                 .filter(|_| mats.iter().any(|w| w.format == BlockFormat::Q5_0))
-                .map(|o| (o, LaneSums::new(&q, o, table.row_pairs)));
+                .map(|o| {
+                    // the offset tiles that read pairs (AVX-512) want a block per half
+                    let halves = table.row_pairs == Some(PairLayout::Halves);
+                    (o, LaneSums::new(&q, o, halves))
+                });
             tasks
                 .into_par_iter()
                 .for_each(|(w, i0, dst)| match (&sums, w.format) {

@@ -25,6 +25,9 @@
 //!   kernel for the last m mod 4. Measured against 2 × 4, 1 × 4, 1 × 6, 1 × 12, 2 × 2 and
 //!   others: the 8 i32 sums plus the decoded sub-block and its scales about fill the 16
 //!   registers, and one weight row per tile leaves the decode to be shared 8 ways.
+//!   With i8mm (aarch64), 2 weight rows × 8, then 2 × 4: `smmla` multiplies two weight rows
+//!   by two activation rows in one instruction (`aarch64::kquants_i8mm`), so its tiles take
+//!   weight rows in pairs, and activations come quantized in pairs too (`row_pairs`).
 //! - decode (and m < 4), Q4_K: 4 weight rows × 1 activation row, four independent chains with
 //!   each activation vector loaded once. Q6_K keeps the one-row kernel: its tiles measured no
 //!   faster, as its decode is per weight row either way and is most of the work.
@@ -42,7 +45,7 @@ use rayon::prelude::*;
 
 use super::formats::{KFormat, QK_K};
 use super::quantize::Q8KRows;
-use super::{KDot, KKernels, KTile, Kernels, kernels};
+use super::{KDot, KKernels, KPrompt, KTile, Kernels, kernels};
 use crate::gguf::WeightBytes;
 
 /// A weight matrix `[n, k]` in ggml K-quant layout (row-major, `k / 256` blocks per row).
@@ -155,12 +158,10 @@ impl KMatrix {
                     })
                 });
             }
-        } else if let (Some(tile), Some(tail)) = (table.prompt, table.tail) {
-            return self.par_tasks(m, out_t, |r0, dst| {
-                self.dot_tiled::<1>(q, r0, dst, kernel, |j0, j1, dst| {
-                    let i = self.tile_pass(tile, q, r0, j0..j1, 0, dst);
-                    self.tile_pass(tail, q, r0, j0..j1, i, dst)
-                })
+        } else if let Some(prompt) = table.prompt {
+            return self.par_tasks(m, out_t, |r0, dst| match prompt {
+                KPrompt::OneRow(tile, tail) => self.prompt_tiled(tile, tail, q, r0, dst, kernel),
+                KPrompt::TwoRows(tile, tail) => self.prompt_tiled(tile, tail, q, r0, dst, kernel),
             });
         }
         self.par_tasks(m, out_t, |r0, dst| {
@@ -171,6 +172,23 @@ impl KMatrix {
                 }
             }
         });
+    }
+
+    /// A prompt task's weight rows `r0..` (`dst`, `[rows, m]`): `tile` over whole tiles of
+    /// activation rows, `tail` over the whole tails left, the one-row kernel for the rest.
+    fn prompt_tiled<const RM: usize>(
+        &self,
+        tile: KTile<RM, PROMPT_TILE>,
+        tail: KTile<RM, PROMPT_TAIL>,
+        q: &Q8KRows,
+        r0: usize,
+        dst: &mut [f32],
+        kernel: KDot,
+    ) {
+        self.dot_tiled::<RM>(q, r0, dst, kernel, |j0, j1, dst| {
+            let i = self.tile_pass(tile, q, r0, j0..j1, 0, dst);
+            self.tile_pass(tail, q, r0, j0..j1, i, dst)
+        })
     }
 
     /// Splits `out_t` (`[n, m]`) into tasks of contiguous weight rows; `task(r0, dst)` fills

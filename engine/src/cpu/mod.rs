@@ -84,11 +84,28 @@ pub(crate) struct OffsetKernels {
 /// Kernels of one K-quant format.
 pub(crate) struct KKernels {
     pub dot: KDot,
-    /// Prompt tiles: one weight row × `kquants::PROMPT_TILE`, then × `kquants::PROMPT_TAIL`.
-    pub prompt: Option<KTile<1, { kquants::PROMPT_TILE }>>,
-    pub tail: Option<KTile<1, { kquants::PROMPT_TAIL }>>,
+    /// Prompt tiles (m ≥ `kquants::PROMPT_TAIL`).
+    pub prompt: Option<KPrompt>,
     /// Decode tile (`kquants::Q4K_DECODE_ROWS` weight rows × one activation row).
     pub decode: Option<KTile<{ kquants::Q4K_DECODE_ROWS }, 1>>,
+}
+
+/// A table's K-quant prompt tiles: × `kquants::PROMPT_TILE` activation rows, then
+/// × `kquants::PROMPT_TAIL` for what is left.
+#[derive(Clone, Copy)]
+pub(crate) enum KPrompt {
+    /// One weight row per tile (AVX2, AVX-512, NEON, dotprod).
+    OneRow(
+        KTile<1, { kquants::PROMPT_TILE }>,
+        KTile<1, { kquants::PROMPT_TAIL }>,
+    ),
+    /// Two weight rows per tile (i8mm: `smmla` multiplies two weight rows by two activation
+    /// rows at once).
+    #[cfg_attr(not(target_arch = "aarch64"), allow(dead_code))]
+    TwoRows(
+        KTile<2, { kquants::PROMPT_TILE }>,
+        KTile<2, { kquants::PROMPT_TAIL }>,
+    ),
 }
 
 /// Attention's inner loops (`attention` has the portable ones).
@@ -104,9 +121,10 @@ pub struct Kernels {
     pub isa: Isa,
     pub(crate) quantize_q8_0: fn(&[f32], &mut [i8], &mut [f32]),
     pub(crate) quantize_q8_k: fn(&[f32], &mut [i8], &mut [i16], &mut [f32]),
-    /// Whether the prompt tiles read activations in row pairs ([`row_pairs`]: the K-quant
-    /// tiles and the Q5_0 offset tiles), so a prompt's activations are also laid out so.
-    pub(crate) row_pairs: bool,
+    /// Whether the prompt tiles read activations in row pairs, and in which layout
+    /// ([`row_pairs`]: AVX-512's K-quant and Q5_0 offset tiles, i8mm's K-quant tiles), so a
+    /// prompt's activations are also laid out so.
+    pub(crate) row_pairs: Option<row_pairs::PairLayout>,
     pub(crate) q5_0: BlockKernels,
     pub(crate) q8_0: BlockKernels,
     pub(crate) q5_0_offset: Option<OffsetKernels>,

@@ -137,8 +137,10 @@ impl Q8KRows {
                 .zip(d.chunks_exact_mut(nb))
                 .for_each(row);
         }
-        let pairs = (table.row_pairs && m >= super::kquants::PROMPT_TAIL)
-            .then(|| super::row_pairs::Q8KPairs::new(&d, &qs, &bsums, m, nb));
+        let pairs = table
+            .row_pairs
+            .filter(|_| m >= super::kquants::PROMPT_TAIL)
+            .map(|layout| super::row_pairs::Q8KPairs::new(layout, &d, &qs, &bsums, m, nb));
         Q8KRows {
             d,
             qs,

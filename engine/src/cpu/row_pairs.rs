@@ -1,6 +1,8 @@
-//! Quantized activation rows rearranged for prompt tiles that hold two activation rows per
-//! 512-bit register (the AVX-512 K-quant and Q5_0 offset tiles): what such a tile reads per
-//! block sits in one contiguous 64-byte run, where the row-major layouts
+//! Quantized activation rows rearranged for prompt tiles that read two activation rows per
+//! register: the AVX-512 K-quant and Q5_0 offset tiles, one row per 256-bit half
+//! ([`PairLayout::Halves`]), and i8mm's K-quant tiles, whose `smmla` operands are two rows of
+//! 8 bytes ([`PairLayout::Smmla`]). What such a tile reads per register sits in one
+//! contiguous run, where the row-major layouts
 //! ([`super::quantize::Q8KRows`], [`Q8Rows`] with its [`super::blocks::LaneSums`]) need two
 //! loads and an insert per register, and per-row terms the tiles used to recompute for every
 //! weight row (Q4_K's sums of 32 quants, the negated scales of its mins term) are formed once
@@ -21,11 +23,35 @@ pub(crate) const SUB: usize = 32;
 /// Sub-blocks per super-block.
 pub(crate) const SUBS: usize = QK_K / SUB;
 
+/// How a table's tiles want a pair's quants interleaved: in runs of [`PairLayout::run`] bytes,
+/// alternating between the pair's two rows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum PairLayout {
+    /// Runs of a sub-block (32 bytes): one row per 256-bit half of a 512-bit register.
+    Halves,
+    /// Runs of 8 bytes: each 16 bytes are an `smmla` operand, two rows of 8 (ggml's
+    /// `vzip1q_s64` / `vzip2q_s64` of two rows, done once per quantization).
+    #[cfg_attr(not(target_arch = "aarch64"), allow(dead_code))]
+    Smmla,
+}
+
+impl PairLayout {
+    /// Bytes of one row before the other row's turn.
+    pub(crate) const fn run(self) -> usize {
+        match self {
+            PairLayout::Halves => SUB,
+            PairLayout::Smmla => 8,
+        }
+    }
+}
+
 /// Q8_K activations in row pairs (and quads), see the module docs. Rows past the last whole
 /// pair (quad) are not in the pair (quad) arrays; tiles cover whole quads only.
 #[derive(Debug, Clone)]
 pub(crate) struct Q8KPairs {
-    /// `[pair p][block][sub-block][row 2p: 32 quants, row 2p + 1: 32 quants]`.
+    pub layout: PairLayout,
+    /// `[pair p][block][run][row 2p: run of quants, row 2p + 1: run of quants]`, runs of
+    /// `layout.run()` quants.
     pub qs: Vec<i8>,
     /// `[pair p][block][row 2p: 16 sums of 16, row 2p + 1: 16 sums of 16]`.
     pub bsums: Vec<i16>,
@@ -51,9 +77,18 @@ pub(crate) const QUAD_NEG_D: usize = 16;
 impl Q8KPairs {
     /// The rearrangement of `m` rows of `nb` super-blocks (`d`, `qs`, `bsums` row-major as in
     /// [`super::quantize::Q8KRows`]); across the compute threads for prompts of 64 rows or more.
-    pub(crate) fn new(d: &[f32], qs: &[i8], bsums: &[i16], m: usize, nb: usize) -> Self {
+    pub(crate) fn new(
+        layout: PairLayout,
+        d: &[f32],
+        qs: &[i8],
+        bsums: &[i16],
+        m: usize,
+        nb: usize,
+    ) -> Self {
         let (pairs, quads) = (m / 2, m / 4);
+        let run = layout.run();
         let mut out = Q8KPairs {
+            layout,
             qs: vec![0; pairs * nb * PAIR_QS],
             bsums: vec![0; pairs * nb * PAIR_BSUMS],
             d: vec![0.0; pairs * nb * PAIR_D],
@@ -65,9 +100,9 @@ impl Q8KPairs {
                 for half in 0..2 {
                     let (row, blk) = (2 * p + half, (2 * p + half) * nb + i);
                     let src = &qs[blk * QK_K..][..QK_K];
-                    for s in 0..SUBS {
-                        qs_p[(i * SUBS + s) * 2 * SUB + half * SUB..][..SUB]
-                            .copy_from_slice(&src[s * SUB..][..SUB]);
+                    let dst = &mut qs_p[i * PAIR_QS..][..PAIR_QS];
+                    for (r, src) in src.chunks_exact(run).enumerate() {
+                        dst[(2 * r + half) * run..][..run].copy_from_slice(src);
                     }
                     bsums_p[i * PAIR_BSUMS + half * BSUMS..][..BSUMS]
                         .copy_from_slice(&bsums[blk * BSUMS..][..BSUMS]);
@@ -191,8 +226,9 @@ mod tests {
             .map(|c| c.iter().map(|&q| q as i16).sum())
             .collect();
         let d: Vec<f32> = (0..m * nb).map(|v| v as f32 + 0.5).collect();
-        let p = Q8KPairs::new(&d, &qs, &bsums, m, nb);
+        let p = Q8KPairs::new(PairLayout::Halves, &d, &qs, &bsums, m, nb);
         assert_eq!(p.qs.len(), 3 * nb * PAIR_QS);
+        let smmla = Q8KPairs::new(PairLayout::Smmla, &d, &qs, &bsums, m, nb);
         assert_eq!(p.sums32.len(), nb * QUAD_SUMS32);
         for row in 0..m {
             let (pair, half) = (row / 2, row % 2);
@@ -203,6 +239,11 @@ mod tests {
                         p.qs[at..at + SUB],
                         qs[(row * nb + i) * QK_K + s * SUB..][..SUB]
                     );
+                }
+                // smmla operands: 8 quants of row 2p, the same 8 of row 2p + 1, ...
+                for v in 0..QK_K {
+                    let at = (pair * nb + i) * PAIR_QS + v / 8 * 16 + half * 8 + v % 8;
+                    assert_eq!(smmla.qs[at], qs[(row * nb + i) * QK_K + v]);
                 }
                 let at = (pair * nb + i) * PAIR_BSUMS + half * BSUMS;
                 assert_eq!(

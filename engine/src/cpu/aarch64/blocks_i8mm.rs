@@ -10,21 +10,9 @@
 use std::arch::aarch64::*;
 
 use super::blocks::{act_scales4, block_bytes, lane, scale_in, values};
-use super::dot::{f16_at, load16_i8, smmla};
+use super::dot::{f16_at, interleave, load16_i8, smmla};
 use crate::cpu::formats::QK;
 use crate::cpu::quantize::Q8Rows;
-
-/// Rows `a`, `b` of 16 bytes as the two 8-byte rows of each `smmla` operand: bytes 0..8 of
-/// both, then bytes 8..16 of both.
-#[inline]
-#[target_feature(enable = "neon")]
-fn interleave(a: int8x16_t, b: int8x16_t) -> (int8x16_t, int8x16_t) {
-    let (a, b) = (vreinterpretq_s64_s8(a), vreinterpretq_s64_s8(b));
-    (
-        vreinterpretq_s8_s64(vzip1q_s64(a, b)),
-        vreinterpretq_s8_s64(vzip2q_s64(a, b)),
-    )
-}
 
 /// See the module docs.
 ///

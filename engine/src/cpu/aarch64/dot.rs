@@ -64,6 +64,18 @@ impl Dot for Sdot {
     }
 }
 
+/// Rows `a`, `b` of 16 bytes as the two 8-byte rows of each `smmla` operand: bytes 0..8 of
+/// both, then bytes 8..16 of both (ggml's `vzip1q_s64` / `vzip2q_s64`).
+#[inline]
+#[target_feature(enable = "neon")]
+pub(crate) fn interleave(a: int8x16_t, b: int8x16_t) -> (int8x16_t, int8x16_t) {
+    let (a, b) = (vreinterpretq_s64_s8(a), vreinterpretq_s64_s8(b));
+    (
+        vreinterpretq_s8_s64(vzip1q_s64(a, b)),
+        vreinterpretq_s8_s64(vzip2q_s64(a, b)),
+    )
+}
+
 /// `smmla` (ARMv8.6 i8mm, Apple M2 and later): `a` and `b` each hold two rows of 8 signed
 /// bytes; `acc` gains the 2×2 products `[a0·b0, a0·b1, a1·b0, a1·b1]`.
 ///

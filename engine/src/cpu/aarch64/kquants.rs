@@ -37,7 +37,7 @@ fn check_lengths(w: &[u8], block_bytes: usize, y: Q8KRow<'_>) -> usize {
 /// The 16 bsums of block `i` of `y`.
 #[inline]
 #[target_feature(enable = "neon")]
-fn bsums(y: Q8KRow<'_>, i: usize) -> (int16x8_t, int16x8_t) {
+pub(super) fn bsums(y: Q8KRow<'_>, i: usize) -> (int16x8_t, int16x8_t) {
     let s = &y.bsums[i * BSUMS..(i + 1) * BSUMS];
     // SAFETY: 16 readable i16 (the slice above).
     unsafe { (vld1q_s16(s.as_ptr()), vld1q_s16(s.as_ptr().add(8))) }
@@ -46,7 +46,7 @@ fn bsums(y: Q8KRow<'_>, i: usize) -> (int16x8_t, int16x8_t) {
 /// `Σ a·b` over 8 i16 pairs, exactly (ggml's `vmull_s16` low/high pair and `vaddvq_s32`).
 #[inline]
 #[target_feature(enable = "neon")]
-fn dot_i16x8(a: int16x8_t, b: int16x8_t) -> int32x4_t {
+pub(super) fn dot_i16x8(a: int16x8_t, b: int16x8_t) -> int32x4_t {
     vaddq_s32(
         vmull_s16(vget_low_s16(a), vget_low_s16(b)),
         vmull_high_s16(a, b),
@@ -200,7 +200,7 @@ pub(crate) unsafe fn tile_q4_k<D: Dot, const RM: usize, const RN: usize, const N
 /// bit pair `k / 2` of qh bytes `128 + 32h + 16(k % 2)..`, shifted to bits 4–5.
 #[inline]
 #[target_feature(enable = "neon")]
-fn q6_values(blk: &[u8], h: usize, k: usize) -> int8x16_t {
+pub(super) fn q6_values(blk: &[u8], h: usize, k: usize) -> int8x16_t {
     let ql = load16(blk, 64 * h + 16 * (k % 4));
     let qh = load16(blk, 128 + 32 * h + 16 * (k % 2));
     let m4b = vdupq_n_u8(0x0F);

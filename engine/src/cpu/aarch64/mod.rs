@@ -64,6 +64,7 @@ mod blocks_i8mm;
 mod dot;
 mod gemm;
 mod kquants;
+mod kquants_i8mm;
 mod ops;
 pub(crate) mod tables;
 #[cfg(test)]

@@ -10,7 +10,8 @@
 use crate::cpu::blocks::{ROWS_1, TILE_M, TILE_N};
 use crate::cpu::kquants::{PROMPT_TAIL, PROMPT_TILE, Q4K_DECODE_ROWS};
 use crate::cpu::quantize::quantize_q8_k_row;
-use crate::cpu::{AttentionKernels, BlockKernels, Isa, KKernels, Kernels};
+use crate::cpu::row_pairs::PairLayout;
+use crate::cpu::{AttentionKernels, BlockKernels, Isa, KKernels, KPrompt, Kernels};
 
 use super::{attention, gemm, ops};
 
@@ -123,6 +124,34 @@ unsafe fn block_prompt_i8mm<const Q5: bool>(
     unsafe { super::blocks_i8mm::prompt_tile::<Q5>(w, q, i, out) }
 }
 
+/// The i8mm K-quant prompt tiles' entry points (two weight rows × `RN`, `RP` = `RN / 2`).
+///
+/// # Safety
+/// The CPU must have dotprod and i8mm.
+#[target_feature(enable = "neon,dotprod,i8mm")]
+unsafe fn q4_k_tile_i8mm<const RN: usize, const RP: usize>(
+    w: [&[u8]; 2],
+    q: &crate::cpu::quantize::Q8KRows,
+    i: usize,
+    out: &mut [[f32; RN]; 2],
+) {
+    // SAFETY: the caller's guarantee.
+    unsafe { super::kquants_i8mm::tile_q4_k::<RN, RP>(w, q, i, out) }
+}
+
+/// # Safety
+/// As above.
+#[target_feature(enable = "neon,dotprod,i8mm")]
+unsafe fn q6_k_tile_i8mm<const RN: usize, const RP: usize>(
+    w: [&[u8]; 2],
+    q: &crate::cpu::quantize::Q8KRows,
+    i: usize,
+    out: &mut [[f32; RN]; 2],
+) {
+    // SAFETY: the caller's guarantee.
+    unsafe { super::kquants_i8mm::tile_q6_k::<RN, RP>(w, q, i, out) }
+}
+
 /// One level's table; `$m` names its entry points.
 macro_rules! table {
     ($isa:expr, $m:ident) => {
@@ -132,7 +161,7 @@ macro_rules! table {
             isa: $isa,
             quantize_q8_0: |x, q, s| unsafe { ops::quantize_q8_0(x, q, s) },
             quantize_q8_k: quantize_q8_k_row,
-            row_pairs: false,
+            row_pairs: None,
             q5_0: BlockKernels {
                 dot: |w, q, i| unsafe { $m::block_dot::<true>(w, q, i) },
                 prompt: Some(|w, q, i, out| unsafe { $m::block_prompt::<true>(w, q, i, out) }),
@@ -147,24 +176,28 @@ macro_rules! table {
             q5_0_offset: None,
             q4_k: KKernels {
                 dot: |w, y| unsafe { $m::q4_k_dot(w, y) },
-                prompt: Some(|w, q, i, out| unsafe {
-                    $m::q4_k_tile::<1, PROMPT_TILE, PROMPT_TILE>(w, q, i, out)
-                }),
-                tail: Some(|w, q, i, out| unsafe {
-                    $m::q4_k_tile::<1, PROMPT_TAIL, PROMPT_TAIL>(w, q, i, out)
-                }),
+                prompt: Some(KPrompt::OneRow(
+                    |w, q, i, out| unsafe {
+                        $m::q4_k_tile::<1, PROMPT_TILE, PROMPT_TILE>(w, q, i, out)
+                    },
+                    |w, q, i, out| unsafe {
+                        $m::q4_k_tile::<1, PROMPT_TAIL, PROMPT_TAIL>(w, q, i, out)
+                    },
+                )),
                 decode: Some(|w, q, i, out| unsafe {
                     $m::q4_k_tile::<Q4K_DECODE_ROWS, 1, Q4K_DECODE_ROWS>(w, q, i, out)
                 }),
             },
             q6_k: KKernels {
                 dot: |w, y| unsafe { $m::q6_k_dot(w, y) },
-                prompt: Some(|w, q, i, out| unsafe {
-                    $m::q6_k_tile::<1, PROMPT_TILE, PROMPT_TILE>(w, q, i, out)
-                }),
-                tail: Some(|w, q, i, out| unsafe {
-                    $m::q6_k_tile::<1, PROMPT_TAIL, PROMPT_TAIL>(w, q, i, out)
-                }),
+                prompt: Some(KPrompt::OneRow(
+                    |w, q, i, out| unsafe {
+                        $m::q6_k_tile::<1, PROMPT_TILE, PROMPT_TILE>(w, q, i, out)
+                    },
+                    |w, q, i, out| unsafe {
+                        $m::q6_k_tile::<1, PROMPT_TAIL, PROMPT_TAIL>(w, q, i, out)
+                    },
+                )),
                 // as on x86: Q6_K's decode is per weight row either way
                 decode: None,
             },
@@ -190,13 +223,23 @@ pub(crate) fn dotprod() -> Kernels {
     table!(Isa::Dotprod, dotprod)
 }
 
-/// The dotprod table with `smmla` prompt tiles for Q5_0 and Q8_0; call only where dotprod
-/// and i8mm were detected. Its results equal the dotprod table's bit for bit.
+/// The dotprod table with `smmla` prompt tiles (Q5_0, Q8_0, and Q4_K and Q6_K on activations
+/// quantized in `smmla` row pairs); call only where dotprod and i8mm were detected. Its
+/// results equal the dotprod table's bit for bit.
 pub(crate) fn i8mm() -> Kernels {
     let mut t = dotprod();
     t.isa = Isa::I8mm;
-    // SAFETY (both closures): see `dotprod` and the module docs.
+    t.row_pairs = Some(PairLayout::Smmla);
+    // SAFETY (every closure): see `dotprod` and the module docs.
     t.q5_0.prompt = Some(|w, q, i, out| unsafe { block_prompt_i8mm::<true>(w, q, i, out) });
     t.q8_0.prompt = Some(|w, q, i, out| unsafe { block_prompt_i8mm::<false>(w, q, i, out) });
+    t.q4_k.prompt = Some(KPrompt::TwoRows(
+        |w, q, i, out| unsafe { q4_k_tile_i8mm::<PROMPT_TILE, { PROMPT_TILE / 2 }>(w, q, i, out) },
+        |w, q, i, out| unsafe { q4_k_tile_i8mm::<PROMPT_TAIL, { PROMPT_TAIL / 2 }>(w, q, i, out) },
+    ));
+    t.q6_k.prompt = Some(KPrompt::TwoRows(
+        |w, q, i, out| unsafe { q6_k_tile_i8mm::<PROMPT_TILE, { PROMPT_TILE / 2 }>(w, q, i, out) },
+        |w, q, i, out| unsafe { q6_k_tile_i8mm::<PROMPT_TAIL, { PROMPT_TAIL / 2 }>(w, q, i, out) },
+    ));
     t
 }

@@ -290,15 +290,39 @@ fn k_quant_dots_agree_with_the_portable_ones_on_real_scales() {
     }
 }
 
+/// Compares `got[rm][rn]` with `one(r0 + rm, i0 + rn)` bit for bit.
+fn assert_tile<const RM: usize, const RN: usize>(
+    got: &[[f32; RN]; RM],
+    one: &impl Fn(usize, usize) -> f32,
+    (r0, i0): (usize, usize),
+    what: &str,
+) {
+    for (rm, o) in got.iter().enumerate() {
+        for (rn, v) in o.iter().enumerate() {
+            let want = one(r0 + rm, i0 + rn);
+            assert_eq!(
+                v.to_bits(),
+                want.to_bits(),
+                "{what} {rm},{rn}: {v} vs {want}"
+            );
+        }
+    }
+}
+
 #[test]
 fn k_quant_tiles_equal_the_one_row_kernel_bit_for_bit() {
+    use crate::cpu::KPrompt;
     use crate::cpu::kquants::{PROMPT_TAIL, PROMPT_TILE, Q4K_DECODE_ROWS};
+    use crate::cpu::row_pairs::Q8KPairs;
     let mut rng = Lcg(5);
-    let (k, m) = (2 * QK_K, PROMPT_TILE);
+    let (k, m) = (2 * QK_K, PROMPT_TILE + PROMPT_TAIL);
     let mut q = q8k_rows(&mut rng, m, k, false);
-    q.d[1] = 0.0; // an all-zero activation block, as quantization leaves it
-    q.qs[QK_K..2 * QK_K].fill(0);
-    q.bsums[BSUMS..2 * BSUMS].fill(0);
+    for b in [1, 2 * PROMPT_TILE + 1] {
+        // all-zero activation blocks (as quantization leaves them), in the tile and the tail
+        q.d[b] = 0.0;
+        q.qs[b * QK_K..(b + 1) * QK_K].fill(0);
+        q.bsums[b * BSUMS..(b + 1) * BSUMS].fill(0);
+    }
     for q6 in [false, true] {
         let rows: Vec<Vec<u8>> = (0..Q4K_DECODE_ROWS)
             .map(|_| {
@@ -309,40 +333,43 @@ fn k_quant_tiles_equal_the_one_row_kernel_bit_for_bit() {
                 }
             })
             .collect();
+        let w = |r: usize| rows[r].as_slice();
         for t in aarch64_tables() {
             let kernels = if q6 { &t.q6_k } else { &t.q4_k };
             let one = |r: usize, i: usize| (kernels.dot)(&rows[r], q.row(i));
-            let mut out = [[0f32; PROMPT_TILE]; 1];
-            (kernels.prompt.expect("prompt tile"))([&rows[0]], &q, 0, &mut out);
-            for (i, v) in out[0].iter().enumerate() {
-                assert_eq!(
-                    v.to_bits(),
-                    one(0, i).to_bits(),
-                    "{} q6 {q6} prompt {i}",
-                    t.isa
-                );
-            }
-            let mut out = [[0f32; PROMPT_TAIL]; 1];
-            (kernels.tail.expect("tail tile"))([&rows[1]], &q, 3, &mut out);
-            for (i, v) in out[0].iter().enumerate() {
-                assert_eq!(
-                    v.to_bits(),
-                    one(1, 3 + i).to_bits(),
-                    "{} q6 {q6} tail {i}",
-                    t.isa
-                );
+            // activations as this table quantizes them (row pairs where it asks for them),
+            // and without pairs, as another table would leave them
+            let paired = Q8KRows {
+                pairs: t
+                    .row_pairs
+                    .map(|l| Q8KPairs::new(l, &q.d, &q.qs, &q.bsums, m, k / QK_K)),
+                ..q.clone()
+            };
+            for (q, layout) in [(&paired, "own layout"), (&q, "no pairs")] {
+                let what = format!("{} q6 {q6} {layout}", t.isa);
+                match kernels.prompt.expect("aarch64 tables have prompt tiles") {
+                    KPrompt::OneRow(tile, tail) => {
+                        let mut out = [[0f32; PROMPT_TILE]; 1];
+                        tile([w(0)], q, 0, &mut out);
+                        assert_tile(&out, &one, (0, 0), &format!("{what} prompt"));
+                        let mut out = [[0f32; PROMPT_TAIL]; 1];
+                        tail([w(1)], q, PROMPT_TILE, &mut out);
+                        assert_tile(&out, &one, (1, PROMPT_TILE), &format!("{what} tail"));
+                    }
+                    KPrompt::TwoRows(tile, tail) => {
+                        let mut out = [[0f32; PROMPT_TILE]; 2];
+                        tile([w(0), w(1)], q, 0, &mut out);
+                        assert_tile(&out, &one, (0, 0), &format!("{what} prompt"));
+                        let mut out = [[0f32; PROMPT_TAIL]; 2];
+                        tail([w(2), w(3)], q, PROMPT_TILE, &mut out);
+                        assert_tile(&out, &one, (2, PROMPT_TILE), &format!("{what} tail"));
+                    }
+                }
             }
             if let Some(decode) = kernels.decode {
                 let mut out = [[0f32; 1]; Q4K_DECODE_ROWS];
-                decode(std::array::from_fn(|r| rows[r].as_slice()), &q, 5, &mut out);
-                for (r, o) in out.iter().enumerate() {
-                    assert_eq!(
-                        o[0].to_bits(),
-                        one(r, 5).to_bits(),
-                        "{} q6 {q6} decode {r}",
-                        t.isa
-                    );
-                }
+                decode(std::array::from_fn(w), &q, 5, &mut out);
+                assert_tile(&out, &one, (0, 5), &format!("{} q6 {q6} decode", t.isa));
             }
         }
     }

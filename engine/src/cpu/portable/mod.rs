@@ -15,7 +15,7 @@ pub(crate) fn kernels() -> Kernels {
         isa: Isa::Portable,
         quantize_q8_0: quantize_q8_0_blocks,
         quantize_q8_k: quantize_q8_k_row,
-        row_pairs: false,
+        row_pairs: None,
         q5_0: BlockKernels {
             dot: blocks::dot::<true>,
             prompt: None,
@@ -30,13 +30,11 @@ pub(crate) fn kernels() -> Kernels {
         q4_k: KKernels {
             dot: kquants::dot_q4_k,
             prompt: None,
-            tail: None,
             decode: None,
         },
         q6_k: KKernels {
             dot: kquants::dot_q6_k,
             prompt: None,
-            tail: None,
             decode: None,
         },
         attention: None,

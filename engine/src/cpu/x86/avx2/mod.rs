@@ -14,7 +14,7 @@ pub(crate) mod ops;
 use crate::cpu::blocks::{ROWS_1, TILE_M, TILE_N};
 use crate::cpu::kquants::{PROMPT_TAIL, PROMPT_TILE, Q4K_DECODE_ROWS};
 use crate::cpu::quantize::{quantize_q8_0_blocks, quantize_q8_k_row};
-use crate::cpu::{AttentionKernels, BlockKernels, Isa, KKernels, Kernels, OffsetKernels};
+use crate::cpu::{AttentionKernels, BlockKernels, Isa, KKernels, KPrompt, Kernels, OffsetKernels};
 
 /// The table; call only where AVX2, FMA and F16C were detected (`cpu::table` does).
 pub(crate) fn kernels() -> Kernels {
@@ -24,7 +24,7 @@ pub(crate) fn kernels() -> Kernels {
         isa: Isa::Avx2,
         quantize_q8_0: |x, q, s| unsafe { quantize_q8_0(x, q, s) },
         quantize_q8_k: quantize_q8_k_row,
-        row_pairs: false,
+        row_pairs: None,
         q5_0: BlockKernels {
             dot: |w, q, i| unsafe { blocks::dot_q5_0(w, q, i) },
             prompt: Some(|w, q, i, out| unsafe {
@@ -48,24 +48,20 @@ pub(crate) fn kernels() -> Kernels {
         }),
         q4_k: KKernels {
             dot: |w, y| unsafe { kquants::vec_dot_q4_k_q8_k(w, y) },
-            prompt: Some(|w, q, i, out| unsafe {
-                kquants::tile_q4_k::<1, PROMPT_TILE>(w, q, i, out)
-            }),
-            tail: Some(|w, q, i, out| unsafe {
-                kquants::tile_q4_k::<1, PROMPT_TAIL>(w, q, i, out)
-            }),
+            prompt: Some(KPrompt::OneRow(
+                |w, q, i, out| unsafe { kquants::tile_q4_k::<1, PROMPT_TILE>(w, q, i, out) },
+                |w, q, i, out| unsafe { kquants::tile_q4_k::<1, PROMPT_TAIL>(w, q, i, out) },
+            )),
             decode: Some(|w, q, i, out| unsafe {
                 kquants::tile_q4_k::<Q4K_DECODE_ROWS, 1>(w, q, i, out)
             }),
         },
         q6_k: KKernels {
             dot: |w, y| unsafe { kquants::vec_dot_q6_k_q8_k(w, y) },
-            prompt: Some(|w, q, i, out| unsafe {
-                kquants::tile_q6_k::<1, PROMPT_TILE>(w, q, i, out)
-            }),
-            tail: Some(|w, q, i, out| unsafe {
-                kquants::tile_q6_k::<1, PROMPT_TAIL>(w, q, i, out)
-            }),
+            prompt: Some(KPrompt::OneRow(
+                |w, q, i, out| unsafe { kquants::tile_q6_k::<1, PROMPT_TILE>(w, q, i, out) },
+                |w, q, i, out| unsafe { kquants::tile_q6_k::<1, PROMPT_TAIL>(w, q, i, out) },
+            )),
             decode: None,
         },
         attention: Some(AttentionKernels {

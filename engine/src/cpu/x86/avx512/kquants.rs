@@ -19,7 +19,7 @@ use crate::cpu::formats::q4_k::{BYTES as Q4_K_BYTES, scales_mins as q4_k_scales_
 use crate::cpu::formats::{QK_K, q6_k::BYTES as Q6_K_BYTES};
 use crate::cpu::quantize::Q8KRows;
 use crate::cpu::row_pairs::{
-    PAIR_BSUMS, PAIR_D, PAIR_QS, Q8KPairs, QUAD_NEG_D, QUAD_SUMS32, SUB, SUBS,
+    PAIR_BSUMS, PAIR_D, PAIR_QS, PairLayout, Q8KPairs, QUAD_NEG_D, QUAD_SUMS32, SUB, SUBS,
 };
 use crate::cpu::x86::avx2::kquants::{
     f16_pair, f16_splat, q6_values, scale_shuffle_k4, tile_q4_k as avx2_tile_q4_k,
@@ -37,8 +37,9 @@ fn split_ps(a: __m512) -> (__m256, __m256) {
     )
 }
 
-/// The pair layout of `q` if it has one and covers rows `i0..i0 + rn` in whole quads; `nb`
-/// super-blocks of a weight row of `block_bytes` are checked against it.
+/// The pair layout of `q` if it has this table's (a block per half) and covers rows
+/// `i0..i0 + rn` in whole quads; `nb` super-blocks of a weight row of `block_bytes` are
+/// checked against it.
 fn paired_rows<'a>(
     w: &[u8],
     block_bytes: usize,
@@ -46,7 +47,10 @@ fn paired_rows<'a>(
     i0: usize,
     rn: usize,
 ) -> Option<&'a Q8KPairs> {
-    let pairs = q.pairs.as_ref()?;
+    let pairs = q
+        .pairs
+        .as_ref()
+        .filter(|p| p.layout == PairLayout::Halves)?;
     let nb = q.blocks_per_row;
     let (p_end, q_end) = ((i0 + rn) / 2, (i0 + rn) / 4);
     assert!(

@@ -12,13 +12,14 @@ pub(crate) mod blocks;
 pub(crate) mod kquants;
 
 use crate::cpu::kquants::{PROMPT_TAIL, PROMPT_TILE};
-use crate::cpu::{Isa, Kernels};
+use crate::cpu::row_pairs::PairLayout;
+use crate::cpu::{Isa, KPrompt, Kernels};
 
 /// The table; call only where the features above were detected (`cpu::table` does).
 pub(crate) fn kernels() -> Kernels {
     let mut table = super::avx2::kernels();
     table.isa = Isa::Avx512;
-    table.row_pairs = true;
+    table.row_pairs = Some(PairLayout::Halves);
     if let Some(offset) = table.q5_0_offset.as_mut() {
         // SAFETY: see the module docs.
         offset.group = |g, width, q, s, i0, rows, dst, g0| unsafe {
@@ -26,17 +27,21 @@ pub(crate) fn kernels() -> Kernels {
         };
     }
     // SAFETY (the four closures): see the module docs.
-    table.q4_k.prompt = Some(|w, q, i, out| unsafe {
-        kquants::tile_q4_k::<{ PROMPT_TILE / 2 }, PROMPT_TILE>(w, q, i, out)
-    });
-    table.q4_k.tail = Some(|w, q, i, out| unsafe {
-        kquants::tile_q4_k::<{ PROMPT_TAIL / 2 }, PROMPT_TAIL>(w, q, i, out)
-    });
-    table.q6_k.prompt = Some(|w, q, i, out| unsafe {
-        kquants::tile_q6_k::<{ PROMPT_TILE / 2 }, PROMPT_TILE>(w, q, i, out)
-    });
-    table.q6_k.tail = Some(|w, q, i, out| unsafe {
-        kquants::tile_q6_k::<{ PROMPT_TAIL / 2 }, PROMPT_TAIL>(w, q, i, out)
-    });
+    table.q4_k.prompt = Some(KPrompt::OneRow(
+        |w, q, i, out| unsafe {
+            kquants::tile_q4_k::<{ PROMPT_TILE / 2 }, PROMPT_TILE>(w, q, i, out)
+        },
+        |w, q, i, out| unsafe {
+            kquants::tile_q4_k::<{ PROMPT_TAIL / 2 }, PROMPT_TAIL>(w, q, i, out)
+        },
+    ));
+    table.q6_k.prompt = Some(KPrompt::OneRow(
+        |w, q, i, out| unsafe {
+            kquants::tile_q6_k::<{ PROMPT_TILE / 2 }, PROMPT_TILE>(w, q, i, out)
+        },
+        |w, q, i, out| unsafe {
+            kquants::tile_q6_k::<{ PROMPT_TAIL / 2 }, PROMPT_TAIL>(w, q, i, out)
+        },
+    ));
     table
 }
