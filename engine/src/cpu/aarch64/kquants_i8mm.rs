@@ -16,18 +16,20 @@
 //! every output equals the one-row kernel's bit for bit. Activations without this layout
 //! (quantized by another table) go through the dotprod tiles instead, with the same results.
 //!
-//! Instructions per super-block (256 values) and output, about (ours at 2 × 8 / ggml's 2 × 2),
-//! the weight rows' decode shared by the tile's outputs (16 here, 4 in ggml):
-//! - Q4_K: ~34 / ~59. Per pair of activation rows (4 outputs): 32 operand loads, 32 `smmla`,
-//!   8 `mla`, ~35 for the mins and the floats; ggml zips the activations again (32 `zip` more)
-//!   and builds each sub-block's scale vector through memory. The decode (~80 vector and ~30
-//!   scalar per two weight rows) is ~7 per output here, ~28 in ggml.
-//! - Q6_K: ~49 / ~113. Per pair: 32 loads, 32 `smmla`, 16 `mla`, ~45 for the −32 term and the
-//!   floats; ggml again adds 32 `zip` and, per output, four times the share of the decode
-//!   (~290 per two weight rows).
+//! Instructions per super-block (256 values) and output, counted from the source as in the
+//! table of `super` (loads included, scalar scale unpacking left out); ours at 2 × 8, ggml's
+//! at 2 × 2:
+//! - Q4_K: ~24 / ~58. Per pair of activation rows (4 outputs): 32 operand loads, 32 `smmla`,
+//!   8 `mla`, ~20 for the mins (bsums, `smull` pairs, `addp`) and ~12 float: ~18 per output;
+//!   the weight decode (16 loads, 32 `and`/`ushr`, 32 `zip`, ~20 for the scale vectors) is
+//!   shared by 16 outputs: ~6 each. ggml zips the activations again for every pair of weight
+//!   rows (32 `zip` more), builds each sub-block's scale vector through memory and shares its
+//!   decode by 4 outputs only.
+//! - Q6_K: ~50 / ~104. Per pair: 32 loads, 32 `smmla`, 16 `mla`, ~33 for the −32 term,
+//!   ~6 float: ~31 per output; the decode (per 16 values and two rows: 4 loads, ~10 bit ops,
+//!   2 `zip`, ~3 for the scale vector) ~19 per output.
 //!
-//! For comparison, the dotprod table's 1 × 8 tiles, which this replaces: Q4_K ~57 (40 of them
-//! loads, `sdot` and `mla`), Q6_K ~75 (48 of them).
+//! The dotprod table's 1 × 8 tiles, which these replace on i8mm CPUs: ~45 (Q4_K), ~65 (Q6_K).
 
 use std::arch::aarch64::*;
 

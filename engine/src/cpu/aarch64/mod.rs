@@ -6,10 +6,12 @@
 //!   integer dot step is ggml's `ggml_vdotq_s32` fallback (`smull`, `smull2`, 2 × `saddlp`,
 //!   2 × `add`).
 //! - `dotprod`: the same kernels with `sdot` as the dot step (Apple A11+/M1+, Cortex-A76+).
-//! - `i8mm`: `dotprod` with `smmla` prompt tiles for Q5_0/Q8_0 (Apple M2+/A15+, Neoverse V1+).
+//! - `i8mm`: `dotprod` with `smmla` prompt tiles for Q5_0/Q8_0 and Q4_K/Q6_K (Apple M2+/A15+,
+//!   Neoverse V1+).
 //!
 //! Files: `dot` (the dot steps, `smmla`, f16 conversions, through `asm!` where Rust's
-//! intrinsics are unstable), `blocks` and `blocks_i8mm` (Q5_0, Q8_0), `kquants` (Q4_K, Q6_K),
+//! intrinsics are unstable), `blocks` and `blocks_i8mm` (Q5_0, Q8_0), `kquants` and
+//! `kquants_i8mm` (Q4_K, Q6_K),
 //! `attention`, `gemm`, `ops` (Q8_0 quantization, the GELU gate), `tables` (the three
 //! tables), `tests`.
 //!
@@ -44,6 +46,8 @@
 //! | Q4_K prompt tiles, 1 × 8 and 1 × 4 | same, 8 or 4 activation rows | per output ~45 (nibbles split once for the tile) | as one row |
 //! | Q6_K dot, one row (dotprod) | `ggml_vec_dot_q6_K_q8_K` NEON | per 256: per 16 values 2 ld (ql, qh: LLVM may merge repeats), `and`/`ushr`, `ushr`, `and`, `shl`, `orr`, y ld, `sdot`, `mla`: ~10 × 16 = ~160; mins 2 × 2 `smull`, 3 `add`, `addv` | 12 w ld, 16 y ld, ~44 bit ops, 16 `sdot`, 16 `addv` + 16 scalar `madd`: ~120 |
 //! | Q6_K prompt tiles, 1 × 8 and 1 × 4 | same | per output ~8 × 16 / tile + 3 × 16 = ~65 (1 × 8) | as one row |
+//! | Q4_K prompt tiles, 2 × 8 and 2 × 4 (i8mm) | `ggml_vec_dot_q4_K_q8_K` `nrc == 2` | per pair of activation rows: 32 y ld (pre-interleaved), 32 `smmla`, 8 `mla`, ~32 mins and float; decode + 32 `zip` shared by 16 outputs: per output ~24 | per 2 × 2: 16 ld, 32 `and`/`ushr`, 64 `zip`, 32 `smmla`, scale vectors through memory (~40), 8 `mla`, ~38 mins and float: per output ~58 |
+//! | Q6_K prompt tiles, 2 × 8 and 2 × 4 (i8mm) | `ggml_vec_dot_q6_K_q8_K` `nrc == 2` | per pair: 32 y ld, 32 `smmla`, 16 `mla`, ~39 for the −32 term and float; decode + zips ~19 per output: per output ~50 | per 2 × 2: decode ~136, per 16 values 2 ld, 4 `zip`, 2 `smmla`, ~5 scale, 1 `mla` (~224), ~55 bias and float: per output ~104 |
 //! | Q8_0 quantization | `quantize_row_q8_0` NEON | 8 ld, 8 `fabs`, 7 `fmax`, `fmaxv`, 8 `fmul`, 8 `fcvtns`, 12 `sqxtn`, 4 st, f16 scale (`half`) | the same up to `fcvtns`, then 32 lane moves and byte stores |
 //! | attention scores (4 keys) / `mad` | ggml flash attention's f16 dot / `ggml_vec_mad_f16` | per 8 values and key: 1 ld, 2 `fcvtl`, 2 `fmla` (+ q ld shared) / 1 ld, 2 `fcvtl`, 2 ld, 2 `fmla`, 2 st | per 8 values: 2 ld (F16 vectors), 2 `fcvtl`, 2 `fmla` |
 //! | `gemm_acc`, 4 × 8 tile | `simd_gemm` (`simd-gemm.h`) | per k: 2 ld, 4 `dup`, 8 `fmla` | the same shape |
@@ -53,9 +57,7 @@
 //! its `placeholder implementation for Apple targets` calls the reference); RMSNorm (ggml
 //! sums the squares one by one in double, `ggml_compute_forward_rms_norm_f32`; x86 keeps the
 //! portable loop too); Q5_0's offset form (it saves x86's sign trick; NEON multiplies signed
-//! bytes directly). K-quant prompt tiles use `sdot` on the i8mm table too: `smmla` needs two
-//! weight rows per tile and the K-quant tiles take one (ggml's `nrc == 2` K-quant paths would
-//! need a 2 × N tile shape in `cpu::kquants`'s schedule). There is no software prefetch:
+//! bytes directly). There is no software prefetch:
 //! `prfm` needs `asm!` and Apple cores prefetch streams well; to be measured on a Mac.
 
 mod attention;
