@@ -16,6 +16,10 @@ pub struct Q8Rows {
     pub(crate) scales: Vec<f32>,
     pub(crate) quants: Vec<i8>,
     pub(crate) blocks_per_row: usize,
+    /// The quants again as `smmla` operands (`row_pairs::interleave_rows`, runs of 8), for a
+    /// table whose block prompt tiles read them so (i8mm); `None` for decode.
+    #[cfg_attr(not(target_arch = "aarch64"), allow(dead_code))]
+    pub(crate) smmla_pairs: Option<Vec<i8>>,
 }
 
 impl Q8Rows {
@@ -44,10 +48,14 @@ impl Q8Rows {
                 .zip(scales.chunks_exact_mut(blocks_per_row))
                 .for_each(row);
         }
+        let smmla = super::row_pairs::PairLayout::Smmla;
+        let smmla_pairs = (table.row_pairs == Some(smmla) && m >= super::blocks::TILE_N)
+            .then(|| super::row_pairs::interleave_rows(&quants, m, k, smmla.run()));
         Q8Rows {
             scales,
             quants,
             blocks_per_row,
+            smmla_pairs,
         }
     }
 }

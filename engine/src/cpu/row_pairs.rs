@@ -45,6 +45,31 @@ impl PairLayout {
     }
 }
 
+/// `m` rows of `k` quants in pairs: `[pair p][run][row 2p: run, row 2p + 1: run]`, runs of
+/// `run` quants (a divisor of every block size, so each block of a pair stays contiguous:
+/// `[pair][block][run]`). Rows past the last whole pair are left out. Across the compute
+/// threads for prompts of 64 rows or more.
+pub(crate) fn interleave_rows(qs: &[i8], m: usize, k: usize, run: usize) -> Vec<i8> {
+    let mut out = vec![0i8; m / 2 * 2 * k];
+    let pair = |(p, dst): (usize, &mut [i8])| {
+        for half in 0..2 {
+            let src = &qs[(2 * p + half) * k..][..k];
+            for (r, src) in src.chunks_exact(run).enumerate() {
+                dst[(2 * r + half) * run..][..run].copy_from_slice(src);
+            }
+        }
+    };
+    if k == 0 {
+        return out;
+    }
+    if m >= 64 {
+        out.par_chunks_exact_mut(2 * k).enumerate().for_each(pair);
+    } else {
+        out.chunks_exact_mut(2 * k).enumerate().for_each(pair);
+    }
+    out
+}
+
 /// Q8_K activations in row pairs (and quads), see the module docs. Rows past the last whole
 /// pair (quad) are not in the pair (quad) arrays; tiles cover whole quads only.
 #[derive(Debug, Clone)]
@@ -63,8 +88,8 @@ pub(crate) struct Q8KPairs {
     pub neg_d: Vec<f32>,
 }
 
-/// One pair's quants, sums and scales to fill, with the pair's index.
-type PairOut<'a, S> = (usize, ((&'a mut [i8], &'a mut [S]), &'a mut [f32]));
+/// One pair's sums and scales to fill, with the pair's index.
+type PairSums<'a, S> = (usize, (&'a mut [S], &'a mut [f32]));
 
 /// Per pair and block: quants, sums of 16, scales.
 pub(crate) const PAIR_QS: usize = 2 * QK_K;
@@ -86,24 +111,18 @@ impl Q8KPairs {
         nb: usize,
     ) -> Self {
         let (pairs, quads) = (m / 2, m / 4);
-        let run = layout.run();
         let mut out = Q8KPairs {
             layout,
-            qs: vec![0; pairs * nb * PAIR_QS],
+            qs: interleave_rows(qs, m, nb * QK_K, layout.run()),
             bsums: vec![0; pairs * nb * PAIR_BSUMS],
             d: vec![0.0; pairs * nb * PAIR_D],
             sums32: vec![0; quads * nb * QUAD_SUMS32],
             neg_d: vec![0.0; quads * nb * QUAD_NEG_D],
         };
-        let pair = |(p, ((qs_p, bsums_p), d_p)): PairOut<'_, i16>| {
+        let pair = |(p, (bsums_p, d_p)): PairSums<'_, i16>| {
             for i in 0..nb {
                 for half in 0..2 {
                     let (row, blk) = (2 * p + half, (2 * p + half) * nb + i);
-                    let src = &qs[blk * QK_K..][..QK_K];
-                    let dst = &mut qs_p[i * PAIR_QS..][..PAIR_QS];
-                    for (r, src) in src.chunks_exact(run).enumerate() {
-                        dst[(2 * r + half) * run..][..run].copy_from_slice(src);
-                    }
                     bsums_p[i * PAIR_BSUMS + half * BSUMS..][..BSUMS]
                         .copy_from_slice(&bsums[blk * BSUMS..][..BSUMS]);
                     d_p[i * PAIR_D + half * 8..][..8].fill(d[row * nb + i]);
@@ -126,9 +145,8 @@ impl Q8KPairs {
             }
         };
         if m >= 64 {
-            out.qs
-                .par_chunks_exact_mut(nb * PAIR_QS)
-                .zip(out.bsums.par_chunks_exact_mut(nb * PAIR_BSUMS))
+            out.bsums
+                .par_chunks_exact_mut(nb * PAIR_BSUMS)
                 .zip(out.d.par_chunks_exact_mut(nb * PAIR_D))
                 .enumerate()
                 .for_each(pair);
@@ -138,9 +156,8 @@ impl Q8KPairs {
                 .enumerate()
                 .for_each(quad);
         } else if nb > 0 {
-            out.qs
-                .chunks_exact_mut(nb * PAIR_QS)
-                .zip(out.bsums.chunks_exact_mut(nb * PAIR_BSUMS))
+            out.bsums
+                .chunks_exact_mut(nb * PAIR_BSUMS)
                 .zip(out.d.chunks_exact_mut(nb * PAIR_D))
                 .enumerate()
                 .for_each(pair);
@@ -156,6 +173,8 @@ impl Q8KPairs {
 
 /// Q8_0 activations (with the offset form's lane sums) in row pairs; rows past the last whole
 /// pair are not in it.
+// only x86's offset tiles read it (as `LaneSums`)
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 #[derive(Debug, Clone)]
 pub(crate) struct Q8Pairs {
     /// `[pair p][block][row 2p: 32 quants, row 2p + 1: 32 quants]`.
@@ -174,16 +193,14 @@ impl Q8Pairs {
         let m = q.scales.len().checked_div(nb).unwrap_or(0);
         let pairs = m / 2;
         let mut out = Q8Pairs {
-            quants: vec![0; pairs * nb * 2 * QK],
+            quants: interleave_rows(&q.quants, m, nb * QK, QK),
             neg_lanes: vec![0; pairs * nb * 16],
             scales: vec![0.0; pairs * nb * 16],
         };
-        let pair = |(p, ((quants_p, lanes_p), scales_p)): PairOut<'_, i32>| {
+        let pair = |(p, (lanes_p, scales_p)): PairSums<'_, i32>| {
             for b in 0..nb {
                 for half in 0..2 {
                     let blk = (2 * p + half) * nb + b;
-                    quants_p[(2 * b + half) * QK..][..QK]
-                        .copy_from_slice(&q.quants[blk * QK..][..QK]);
                     for (n, &l) in lanes_p[(2 * b + half) * 8..][..8]
                         .iter_mut()
                         .zip(&lanes[blk * 8..][..8])
@@ -195,16 +212,14 @@ impl Q8Pairs {
             }
         };
         if m >= 64 {
-            out.quants
-                .par_chunks_exact_mut(nb * 2 * QK)
-                .zip(out.neg_lanes.par_chunks_exact_mut(nb * 16))
+            out.neg_lanes
+                .par_chunks_exact_mut(nb * 16)
                 .zip(out.scales.par_chunks_exact_mut(nb * 16))
                 .enumerate()
                 .for_each(pair);
         } else if nb > 0 {
-            out.quants
-                .chunks_exact_mut(nb * 2 * QK)
-                .zip(out.neg_lanes.chunks_exact_mut(nb * 16))
+            out.neg_lanes
+                .chunks_exact_mut(nb * 16)
                 .zip(out.scales.chunks_exact_mut(nb * 16))
                 .enumerate()
                 .for_each(pair);

@@ -2,7 +2,8 @@
 //! `ggml_vec_dot_q8_0_q8_0` / `ggml_vec_dot_q5_0_q8_0` (`ggml-cpu/arch/arm/quants.c`),
 //! widened from 2 × 2 to the table's 2 weight rows × 4 activation rows. Two weight rows'
 //! 8-byte pieces are interleaved (`vzip1q_s64` / `vzip2q_s64`, as ggml's `l0..l3`), and so
-//! are two activation rows' (`r0..r3`); four `smmla` per block and row pair give the four
+//! are two activation rows' (`r0..r3`): once per quantization where the table asks for it
+//! (`Q8Rows::smmla_pairs`), else here as in ggml; four `smmla` per block and row pair give the four
 //! whole-block i32 dots `[w0·ya, w0·yb, w1·ya, w1·yb]`. Those are the integers the one-row
 //! kernel sums, and the float step after them is the one-row kernel's
 //! (`super::blocks::scale_in`), so every output equals `super::blocks::dot`'s, bit for bit.
@@ -36,6 +37,11 @@ pub(crate) unsafe fn prompt_tile<const Q5: bool>(
             && q.quants.len() == q.scales.len() * QK,
         "weight rows and activation rows disagree"
     );
+    // the activations as `smmla` operands, where quantized so and the rows fall in whole pairs
+    let pairs = q
+        .smmla_pairs
+        .as_deref()
+        .filter(|p| i0.is_multiple_of(2) && p.len() >= (i0 + 4) * nb * QK);
     let mut acc = [vdupq_n_f32(0.0); 2];
     for b in 0..nb {
         let blk: [&[u8]; 2] = std::array::from_fn(|r| &w[r][b * bb..(b + 1) * bb]);
@@ -45,13 +51,24 @@ pub(crate) unsafe fn prompt_tile<const Q5: bool>(
         // [w0·y0, w0·y1, w1·y0, w1·y1] and the same for activation rows 2, 3
         let mut c = [vdupq_n_s32(0); 2];
         for (pair, c) in c.iter_mut().enumerate() {
-            let ya = (i0 + 2 * pair) * nb + b;
-            let yb = ya + nb;
-            let (r0, r1) = interleave(load16_i8(&q.quants, ya * QK), load16_i8(&q.quants, yb * QK));
-            let (r2, r3) = interleave(
-                load16_i8(&q.quants, ya * QK + 16),
-                load16_i8(&q.quants, yb * QK + 16),
-            );
+            let [r0, r1, r2, r3] = match pairs {
+                // quantized as operands already: four loads
+                Some(p) => {
+                    let at = ((i0 / 2 + pair) * nb + b) * 2 * QK;
+                    std::array::from_fn(|r| load16_i8(p, at + 16 * r))
+                }
+                None => {
+                    let ya = (i0 + 2 * pair) * nb + b;
+                    let yb = ya + nb;
+                    let (r0, r1) =
+                        interleave(load16_i8(&q.quants, ya * QK), load16_i8(&q.quants, yb * QK));
+                    let (r2, r3) = interleave(
+                        load16_i8(&q.quants, ya * QK + 16),
+                        load16_i8(&q.quants, yb * QK + 16),
+                    );
+                    [r0, r1, r2, r3]
+                }
+            };
             // SAFETY: the caller's guarantee (i8mm).
             *c = unsafe { smmla(smmla(smmla(smmla(*c, l0, r0), l1, r1), l2, r2), l3, r3) };
         }

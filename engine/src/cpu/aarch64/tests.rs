@@ -14,6 +14,7 @@ use half::f16;
 
 use crate::cpu::formats::{QK, QK_K, q4_k, q5_0, q6_k, q8_0};
 use crate::cpu::quantize::{BSUMS, Q8KRows, Q8Rows};
+use crate::cpu::row_pairs::{PairLayout, interleave_rows};
 use crate::cpu::{Isa, Kernels, ops, table, tables};
 
 struct Lcg(u64);
@@ -74,6 +75,7 @@ fn q8_rows(rng: &mut Lcg, m: usize, k: usize, unit: bool) -> Q8Rows {
             .collect(),
         quants: (0..m * k).map(|_| rng.quant()).collect(),
         blocks_per_row: k / QK,
+        smmla_pairs: None,
     }
 }
 
@@ -191,7 +193,7 @@ fn block_dots_give_the_portable_integers_and_floats() {
 #[test]
 fn block_tiles_equal_the_one_row_kernel_bit_for_bit() {
     let mut rng = Lcg(2);
-    let (k, m) = (7 * QK, 4);
+    let (k, m) = (7 * QK, 6);
     let q = q8_rows(&mut rng, m, k, false);
     for q5 in [true, false] {
         let rows: Vec<Vec<u8>> = (0..4)
@@ -207,16 +209,19 @@ fn block_tiles_equal_the_one_row_kernel_bit_for_bit() {
             let kernels = if q5 { &t.q5_0 } else { &t.q8_0 };
             let one = |r: usize, i: usize| (kernels.dot)(&rows[r], &q, i);
             let prompt = kernels.prompt.expect("aarch64 tables have prompt tiles");
-            let mut out = [[0f32; 4]; 2];
-            prompt([&rows[0], &rows[1]], &q, 0, &mut out);
-            for (rm, o) in out.iter().enumerate() {
-                for (rn, v) in o.iter().enumerate() {
-                    assert_eq!(
-                        v.to_bits(),
-                        one(rm, rn).to_bits(),
-                        "{} q5 {q5} prompt {rm},{rn}",
-                        t.isa
-                    );
+            // without `smmla` pairs, and with them (what the i8mm table quantizes)
+            let paired = Q8Rows {
+                smmla_pairs: Some(interleave_rows(&q.quants, m, k, PairLayout::Smmla.run())),
+                scales: q.scales.clone(),
+                quants: q.quants.clone(),
+                blocks_per_row: q.blocks_per_row,
+            };
+            for (q, layout) in [(&q, "no pairs"), (&paired, "smmla pairs")] {
+                for i0 in [0, 2] {
+                    let mut out = [[0f32; 4]; 2];
+                    prompt([&rows[0], &rows[1]], q, i0, &mut out);
+                    let what = format!("{} q5 {q5} {layout} prompt at {i0}", t.isa);
+                    assert_tile(&out, &|r, i| one(r, i), (0, i0), &what);
                 }
             }
             let decode = kernels.decode.expect("aarch64 tables have decode tiles");
