@@ -218,7 +218,8 @@ impl KMatrix {
     ) {
         let m = q.rows;
         let rows = dst.len() / m;
-        // Groups of equal size (a multiple of RM), none over GROUP_BYTES unless one row is.
+        // Groups of equal size (a multiple of RM): none over GROUP_BYTES by more than RM - 1
+        // rows (or one row, where a row alone is over).
         let max_rows = (GROUP_BYTES / self.row_bytes()).max(1);
         let group = rows
             .div_ceil(rows.div_ceil(max_rows).max(1))

@@ -71,7 +71,9 @@ pub(crate) fn interleave_rows(qs: &[i8], m: usize, k: usize, run: usize) -> Vec<
 }
 
 /// Q8_K activations in row pairs (and quads), see the module docs. Rows past the last whole
-/// pair (quad) are not in the pair (quad) arrays; tiles cover whole quads only.
+/// pair (quad) are not in the pair (quad) arrays: AVX-512's tiles cover whole quads, i8mm's
+/// whole pairs. The sums and scales are AVX-512's alone (`Halves`); for `Smmla` they are
+/// empty, as its tiles read the row-major ones.
 #[derive(Debug, Clone)]
 pub(crate) struct Q8KPairs {
     pub layout: PairLayout,
@@ -110,7 +112,10 @@ impl Q8KPairs {
         m: usize,
         nb: usize,
     ) -> Self {
-        let (pairs, quads) = (m / 2, m / 4);
+        let (pairs, quads) = match layout {
+            PairLayout::Halves => (m / 2, m / 4),
+            PairLayout::Smmla => (0, 0),
+        };
         let mut out = Q8KPairs {
             layout,
             qs: interleave_rows(qs, m, nb * QK_K, layout.run()),

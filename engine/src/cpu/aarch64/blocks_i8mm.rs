@@ -15,6 +15,15 @@ use super::dot::{f16_at, interleave, load16_i8, smmla};
 use crate::cpu::formats::QK;
 use crate::cpu::quantize::Q8Rows;
 
+/// The activations as `smmla` operands (`Q8Rows::smmla_pairs`), where quantized so and rows
+/// `i0..i0 + 4` fall in whole pairs.
+pub(super) fn operand_pairs(q: &Q8Rows, i0: usize) -> Option<&[i8]> {
+    let nb = q.blocks_per_row;
+    q.smmla_pairs
+        .as_deref()
+        .filter(|p| i0.is_multiple_of(2) && p.len() >= (i0 + 4) * nb * QK)
+}
+
 /// See the module docs.
 ///
 /// # Safety
@@ -37,11 +46,7 @@ pub(crate) unsafe fn prompt_tile<const Q5: bool>(
             && q.quants.len() == q.scales.len() * QK,
         "weight rows and activation rows disagree"
     );
-    // the activations as `smmla` operands, where quantized so and the rows fall in whole pairs
-    let pairs = q
-        .smmla_pairs
-        .as_deref()
-        .filter(|p| i0.is_multiple_of(2) && p.len() >= (i0 + 4) * nb * QK);
+    let pairs = operand_pairs(q, i0);
     let mut acc = [vdupq_n_f32(0.0); 2];
     for b in 0..nb {
         let blk: [&[u8]; 2] = std::array::from_fn(|r| &w[r][b * bb..(b + 1) * bb]);

@@ -19,8 +19,8 @@
 //! Instructions per super-block (256 values) and output, counted from the source as in the
 //! table of `super` (loads included, scalar scale unpacking left out); ours at 2 × 8, ggml's
 //! at 2 × 2:
-//! - Q4_K: ~24 / ~58. Per pair of activation rows (4 outputs): 32 operand loads, 32 `smmla`,
-//!   8 `mla`, ~20 for the mins (bsums, `smull` pairs, `addp`) and ~12 float: ~18 per output;
+//! - Q4_K: ~32 / ~58. Per pair of activation rows (4 outputs): 32 operand loads, 32 `smmla`,
+//!   8 `mla`, ~21 for the mins (bsums, `smull` pairs, `addp`) and ~12 float: ~26 per output;
 //!   the weight decode (16 loads, 32 `and`/`ushr`, 32 `zip`, ~20 for the scale vectors) is
 //!   shared by 16 outputs: ~6 each. ggml zips the activations again for every pair of weight
 //!   rows (32 `zip` more), builds each sub-block's scale vector through memory and shares its
@@ -41,9 +41,9 @@ use crate::cpu::formats::{QK_K, q6_k::BYTES as Q6_K_BYTES};
 use crate::cpu::quantize::{BSUMS, Q8KRows};
 use crate::cpu::row_pairs::{PAIR_QS, PairLayout, Q8KPairs};
 
-/// The `smmla` layout of `q` if it has one, covering rows `i0..i0 + rn` in whole pairs; two
+/// The `smmla` layout of `q` if it has one and rows `i0..i0 + rn` fall in whole pairs; two
 /// weight rows of `block_bytes` super-blocks are checked against it.
-fn smmla_rows<'a>(
+pub(super) fn smmla_rows<'a>(
     w: [&[u8]; 2],
     block_bytes: usize,
     q: &'a Q8KRows,

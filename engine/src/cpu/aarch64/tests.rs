@@ -466,3 +466,29 @@ fn geglu_equals_the_portable_one() {
         assert_eq!(got, want, "{}", t.isa);
     }
 }
+
+/// The bit-for-bit tests above would also pass if the i8mm tiles always took their fallbacks,
+/// so this checks that the i8mm table quantizes the pairs its tiles take (and that another
+/// table's activations do take the fallback). Building a table runs none of its kernels and
+/// the checks are plain Rust, so this runs on every aarch64 CPU.
+#[test]
+fn the_i8mm_table_quantizes_the_pairs_its_tiles_take() {
+    use super::blocks_i8mm::operand_pairs;
+    use super::kquants_i8mm::smmla_rows;
+    let (i8mm, dotprod) = (super::tables::i8mm(), super::tables::dotprod());
+    let (m, k) = (8, 2 * QK_K);
+    let x: Vec<f32> = (0..m * k)
+        .map(|v| (v * 7919 % 255) as f32 / 127.0 - 1.0)
+        .collect();
+    let w = vec![0u8; k / QK_K * q4_k::BYTES];
+    let paired = Q8KRows::quantize_on(&i8mm, &x, m, k);
+    for (i0, rn) in [(0, 8), (0, 4), (4, 4)] {
+        assert!(smmla_rows([&w, &w], q4_k::BYTES, &paired, i0, rn).is_some());
+    }
+    let blocks = Q8Rows::quantize_on(&i8mm, &x, m, k);
+    assert!(operand_pairs(&blocks, 0).is_some() && operand_pairs(&blocks, 4).is_some());
+    // another table's quantization: the fallbacks
+    let unpaired = Q8KRows::quantize_on(&dotprod, &x, m, k);
+    assert!(smmla_rows([&w, &w], q4_k::BYTES, &unpaired, 0, 8).is_none());
+    assert!(operand_pairs(&Q8Rows::quantize_on(&dotprod, &x, m, k), 0).is_none());
+}
