@@ -3,9 +3,9 @@
 //! widened from 2 × 2 to the table's 2 weight rows × 4 activation rows. Two weight rows'
 //! 8-byte pieces are interleaved (`vzip1q_s64` / `vzip2q_s64`, as ggml's `l0..l3`), and so
 //! are two activation rows' (`r0..r3`): once per quantization where the table asks for it
-//! (`Q8Rows::smmla_pairs`), else here as in ggml; four `smmla` per block and row pair give the four
-//! whole-block i32 dots `[w0·ya, w0·yb, w1·ya, w1·yb]`. Those are the integers the one-row
-//! kernel sums, and the float step after them is the one-row kernel's
+//! (`Q8Rows::smmla_pairs`), else here as in ggml. Four `smmla` per block and row pair give
+//! the four whole-block i32 dots `[w0·ya, w0·yb, w1·ya, w1·yb]`. Those are the integers the
+//! one-row kernel sums, and the float step after them is the one-row kernel's
 //! (`super::blocks::scale_in`), so every output equals `super::blocks::dot`'s, bit for bit.
 
 use std::arch::aarch64::*;

@@ -50,13 +50,15 @@ pub(super) fn smmla_rows<'a>(
     i0: usize,
     rn: usize,
 ) -> Option<&'a Q8KPairs> {
-    let pairs = q.pairs.as_ref().filter(|p| p.layout == PairLayout::Smmla)?;
+    let whole_pairs = i0.is_multiple_of(2) && rn.is_multiple_of(2);
+    let pairs = q
+        .pairs
+        .as_ref()
+        .filter(|p| p.layout == PairLayout::Smmla && whole_pairs)?;
     let nb = q.blocks_per_row;
     let end = i0 + rn;
     assert!(
-        i0.is_multiple_of(2)
-            && rn.is_multiple_of(2)
-            && w.iter().all(|w| w.len() == nb * block_bytes)
+        w.iter().all(|w| w.len() == nb * block_bytes)
             && pairs.qs.len() >= end / 2 * nb * PAIR_QS
             && q.d.len() >= end * nb
             && q.bsums.len() >= end * nb * BSUMS,

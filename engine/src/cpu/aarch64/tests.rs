@@ -487,6 +487,9 @@ fn the_i8mm_table_quantizes_the_pairs_its_tiles_take() {
     }
     let blocks = Q8Rows::quantize_on(&i8mm, &x, m, k);
     assert!(operand_pairs(&blocks, 0).is_some() && operand_pairs(&blocks, 4).is_some());
+    // rows that do not start a pair: the fallbacks, not a panic
+    assert!(smmla_rows([&w, &w], q4_k::BYTES, &paired, 1, 4).is_none());
+    assert!(operand_pairs(&blocks, 1).is_none());
     // another table's quantization: the fallbacks
     let unpaired = Q8KRows::quantize_on(&dotprod, &x, m, k);
     assert!(smmla_rows([&w, &w], q4_k::BYTES, &unpaired, 0, 8).is_none());
