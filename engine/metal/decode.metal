@@ -93,14 +93,10 @@ static inline float dot_q8_0(device const void *vb, device const block_q8_1 *y, 
     return float(b->d) * float(y->ds.x) * sumi;
 }
 
-static inline float dot_q4_K(device const void *vb, device const block_q8_1 *y, int iqs) {
-    device const block_q4_K *b = (device const block_q4_K *)vb;
-    const int bq8_offset = 2 * ((iqs / 2) / 4);
-    device const int *q4 = (device const int *)(b->qs + 16 * bq8_offset + 4 * ((iqs / 2) % 4));
-    const int v0 = q4[0], v1 = q4[4];
-    device const ushort *scales = (device const ushort *)b->scales;
-    ushort aux[2];
-    const int j = bq8_offset / 2;
+// The 6-bit scales and mins of sub-blocks 2j and 2j+1 of a Q4_K/Q5_K super-block, unpacked
+// as two scales then two mins (ggml vec_dot_q4_K_q8_1 / vec_dot_q5_K_q8_1 share this code).
+static inline void k4_scales_mins(device const uchar *packed, int j, thread ushort aux[2]) {
+    device const ushort *scales = (device const ushort *)packed;
     if (j < 2) {
         aux[0] = scales[j + 0] & 0x3f3f;
         aux[1] = scales[j + 2] & 0x3f3f;
@@ -108,8 +104,17 @@ static inline float dot_q4_K(device const void *vb, device const block_q8_1 *y, 
         aux[0] = ((scales[j + 2] >> 0) & 0x0f0f) | ((scales[j - 2] & 0xc0c0) >> 2);
         aux[1] = ((scales[j + 2] >> 4) & 0x0f0f) | ((scales[j - 0] & 0xc0c0) >> 2);
     }
-    const uchar sc[2] = {uchar(aux[0] & 0xff), uchar(aux[0] >> 8)};
-    const uchar m[2] = {uchar(aux[1] & 0xff), uchar(aux[1] >> 8)};
+}
+
+static inline float dot_q4_K(device const void *vb, device const block_q8_1 *y, int iqs) {
+    device const block_q4_K *b = (device const block_q4_K *)vb;
+    const int bq8_offset = 2 * ((iqs / 2) / 4);
+    device const int *q4 = (device const int *)(b->qs + 16 * bq8_offset + 4 * ((iqs / 2) % 4));
+    const int v0 = q4[0], v1 = q4[4];
+    ushort aux[2];
+    k4_scales_mins(b->scales, bq8_offset / 2, aux);
+    thread const uchar *sc = (thread const uchar *)aux;
+    thread const uchar *m = sc + 2;
     float sumf_d = 0.0f, sumf_m = 0.0f;
     for (int i = 0; i < 2; ++i) {
         device const block_q8_1 *yi = y + bq8_offset + i;
@@ -134,18 +139,10 @@ static inline float dot_q5_K(device const void *vb, device const block_q8_1 *y, 
     device const int *qh = (device const int *)(b->qh + 4 * ((iqs / 2) % 4));
     const int vl0 = ql[0], vl1 = ql[4];
     const int vh0 = qh[0] >> bq8_offset, vh1 = qh[4] >> bq8_offset;
-    device const ushort *scales = (device const ushort *)b->scales;
     ushort aux[2];
-    const int j = bq8_offset / 2;
-    if (j < 2) {
-        aux[0] = scales[j + 0] & 0x3f3f;
-        aux[1] = scales[j + 2] & 0x3f3f;
-    } else {
-        aux[0] = ((scales[j + 2] >> 0) & 0x0f0f) | ((scales[j - 2] & 0xc0c0) >> 2);
-        aux[1] = ((scales[j + 2] >> 4) & 0x0f0f) | ((scales[j - 0] & 0xc0c0) >> 2);
-    }
-    const uchar sc[2] = {uchar(aux[0] & 0xff), uchar(aux[0] >> 8)};
-    const uchar m[2] = {uchar(aux[1] & 0xff), uchar(aux[1] >> 8)};
+    k4_scales_mins(b->scales, bq8_offset / 2, aux);
+    thread const uchar *sc = (thread const uchar *)aux;
+    thread const uchar *m = sc + 2;
     float sumf_d = 0.0f, sumf_m = 0.0f;
     for (int i = 0; i < 2; ++i) {
         device const block_q8_1 *yi = y + bq8_offset + i;
