@@ -21,6 +21,8 @@ fn main() {
     if env::var_os("CARGO_FEATURE_CUDA").is_none() {
         return;
     }
+    #[cfg(feature = "cuda")]
+    record_candle_arch();
     let out = PathBuf::from(env::var("OUT_DIR").expect("cargo sets OUT_DIR"));
     let nvcc = env::var("NVCC").unwrap_or_else(|_| "nvcc".into());
     let archs = env::var("COMPANION_CUDA_ARCHS").unwrap_or_else(|_| "80,86,89,90".into());
@@ -51,4 +53,17 @@ fn main() {
     if !status.success() {
         panic!("{nvcc} failed to build engine/cuda/decode.cu ({status})");
     }
+}
+
+/// The architecture candle-kernels compiles candle's own kernels for (its PTX and its static
+/// matmul library), found by the same call its build script makes (`CUDA_COMPUTE_CAP`, else
+/// `nvidia-smi`). Unlike our fatbin above, that code is for this one architecture only:
+/// `device::select_device` compares it with the GPU's and says so at start-up.
+#[cfg(feature = "cuda")]
+fn record_candle_arch() {
+    println!("cargo:rerun-if-env-changed=CUDA_COMPUTE_CAP");
+    let arch = cudaforge::detect_compute_cap()
+        .map(|a| a.to_nvcc_arch())
+        .unwrap_or_else(|_| "unknown".into());
+    println!("cargo:rustc-env=COMPANION_CANDLE_CUDA_ARCH={arch}");
 }

@@ -61,14 +61,60 @@ pub fn select_device(choice: DeviceChoice) -> (Device, DeviceChoice, Option<Stri
 
 #[cfg(feature = "cuda")]
 fn cuda() -> (Device, DeviceChoice, Option<String>) {
-    match Device::new_cuda(0) {
-        Ok(d) => (d, DeviceChoice::Cuda, None),
-        Err(e) => (
+    let device = match Device::new_cuda(0) {
+        Ok(d) => d,
+        Err(e) => {
+            return (
+                Device::Cpu,
+                DeviceChoice::Cpu,
+                Some(format!("CUDA is not available ({e}); running on the CPU")),
+            );
+        }
+    };
+    // candle's kernels are built for one architecture (see build.rs): on another GPU its
+    // first matmul would fail with the driver's "no kernel image is available"
+    let built_for = env!("COMPANION_CANDLE_CUDA_ARCH");
+    let capability = match &device {
+        Device::Cuda(d) => d.cuda_stream().context().compute_capability().ok(),
+        _ => None,
+    };
+    if let Some((major, minor)) = capability
+        && cuda_build_runs_on(built_for, major, minor) == Some(false)
+    {
+        return (
             Device::Cpu,
             DeviceChoice::Cpu,
-            Some(format!("CUDA is not available ({e}); running on the CPU")),
-        ),
+            Some(format!(
+                "this build's CUDA kernels are for {built_for} and this GPU is compute \
+                 capability {major}.{minor}: rebuild with CUDA_COMPUTE_CAP={major}{minor}; \
+                 running on the CPU"
+            )),
+        );
     }
+    (device, DeviceChoice::Cuda, None)
+}
+
+/// Whether candle's CUDA kernels, built by cudaforge for `arch` (`sm_90a`, `sm_86`), run on a
+/// GPU of compute capability `major.minor`; `None` when `arch` is not one we can read.
+/// candle-kernels builds PTX for `arch` and a static library holding only `arch`'s machine
+/// code, so the library decides: machine code runs on the same major version at the same or a
+/// later minor one, code for an `a` ("architecture-specific") target only on that exact
+/// version, and code for an `f` ("family") target on its major version from that minor on
+/// (CUDA C Programming Guide, "Binary Compatibility" and "Feature Availability").
+#[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+fn cuda_build_runs_on(arch: &str, major: i32, minor: i32) -> Option<bool> {
+    let arch = arch.strip_prefix("sm_")?;
+    let (digits, exact) = match arch.strip_suffix('a') {
+        Some(d) => (d, true),
+        None => (arch.strip_suffix('f').unwrap_or(arch), false),
+    };
+    let base: i32 = digits.parse().ok()?;
+    let (b_major, b_minor) = (base / 10, base % 10);
+    Some(if exact {
+        (major, minor) == (b_major, b_minor)
+    } else {
+        major == b_major && minor >= b_minor
+    })
 }
 
 #[cfg(not(feature = "cuda"))]
@@ -150,4 +196,29 @@ pub fn set_threads(n: usize) {
 /// The number of compute threads in use (the global rayon pool that runs our kernels).
 pub fn configured_threads() -> usize {
     rayon::current_num_threads()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::cuda_build_runs_on;
+
+    #[test]
+    fn candle_cuda_builds_run_where_their_machine_code_does() {
+        // what scripts/build-cuda makes by default: Hopper only
+        assert_eq!(cuda_build_runs_on("sm_90a", 9, 0), Some(true));
+        assert_eq!(cuda_build_runs_on("sm_90a", 8, 6), Some(false));
+        assert_eq!(cuda_build_runs_on("sm_90a", 10, 0), Some(false));
+        // plain targets: the same major version, this minor or later
+        assert_eq!(cuda_build_runs_on("sm_86", 8, 6), Some(true));
+        assert_eq!(cuda_build_runs_on("sm_86", 8, 9), Some(true));
+        assert_eq!(cuda_build_runs_on("sm_86", 8, 0), Some(false));
+        assert_eq!(cuda_build_runs_on("sm_80", 9, 0), Some(false));
+        // family targets
+        assert_eq!(cuda_build_runs_on("sm_121f", 12, 1), Some(true));
+        assert_eq!(cuda_build_runs_on("sm_121f", 12, 0), Some(false));
+        assert_eq!(cuda_build_runs_on("sm_121f", 11, 1), Some(false));
+        // a build whose architecture was not found says nothing
+        assert_eq!(cuda_build_runs_on("unknown", 9, 0), None);
+        assert_eq!(cuda_build_runs_on("sm_9x", 9, 0), None);
+    }
 }
