@@ -17,74 +17,26 @@
 //! growing by a page (once per 256 tokens) or other sampler settings — and is then captured
 //! again.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use candle_core::cuda_backend::cudarc::driver::{
     CudaFunction, CudaGraph, CudaModule, CudaSlice, CudaStream, DevicePtr, DeviceRepr,
     LaunchConfig, PushKernelArg, sys,
 };
-use candle_core::quantized::{GgmlDType, QMatMul};
+use candle_core::quantized::QMatMul;
 use candle_core::{Device, Storage, Tensor};
 
-use crate::arch::KvSource;
+use super::decode_plan::{self, Attn, AttnBuffers, Mat, Places, Plan, type_id};
+use super::device_sampling::{DRAWS, DeviceSampling, PENALTY_WINDOW_MAX, TOP_BLOCKS, TOPK_MAX};
 use crate::error::{Error, Result};
 use crate::kv_cache::KvCache;
-use crate::model::{Linear, Model, Norm};
+use crate::model::{Linear, Model};
 
 /// The kernels, machine code for sm_80/86/89/90 and PTX for newer GPUs (engine/build.rs).
 static FATBIN: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/decode.fatbin"));
 
-/// Candidates kept per block and at most in total by the device sampler (`TOPK_MAX`).
-pub const TOPK_MAX: usize = 64;
-const TOP_BLOCKS: u32 = 64;
-/// Uniform draws uploaded at a time for the sampler chain.
-const DRAWS: usize = 256;
-/// Recent tokens the device keeps for the penalties: longer windows sample on the host.
-const PENALTY_WINDOW_MAX: usize = 1024;
-
 fn cuda_err(what: &str, e: impl std::fmt::Display) -> Error {
     Error::InvalidArgument(format!("CUDA decode: {what}: {e}"))
-}
-
-/// ggml type ids (decode.cu `T_*`).
-fn type_id(t: GgmlDType) -> Option<i32> {
-    Some(match t {
-        GgmlDType::F32 => 0,
-        GgmlDType::F16 => 1,
-        GgmlDType::Q4_0 => 2,
-        GgmlDType::Q5_0 => 6,
-        GgmlDType::Q8_0 => 8,
-        GgmlDType::Q4K => 12,
-        GgmlDType::Q5K => 13,
-        GgmlDType::Q6K => 14,
-        _ => return None,
-    })
-}
-
-/// A matrix's device bytes and ggml type, when the fused kernels can multiply it.
-fn matrix(l: &Linear) -> Option<(u64, i32)> {
-    let Linear::Candle {
-        matmul: QMatMul::QTensor(t),
-        ..
-    } = l
-    else {
-        return None;
-    };
-    let ty = type_id(t.dtype()).filter(|&t| t >= 2)?;
-    Some((t.device_ptr().ok()? as u64, ty))
-}
-
-/// The embedding table (it may also be f16 or f32: it is only looked up by rows there).
-fn table(l: &Linear) -> Option<(u64, i32)> {
-    let Linear::Candle {
-        matmul: QMatMul::QTensor(t),
-        ..
-    } = l
-    else {
-        return None;
-    };
-    Some((t.device_ptr().ok()? as u64, type_id(t.dtype())?))
 }
 
 /// The device address of a contiguous f32 or f16 tensor's first element.
@@ -112,48 +64,36 @@ fn tensor_ptr(t: &Tensor, stream: &CudaStream) -> Option<u64> {
     }
 }
 
-fn norm_ptr(n: &Norm, stream: &CudaStream) -> Option<u64> {
-    tensor_ptr(n.tensor.as_ref()?, stream)
+/// Places on CUDA are device addresses: a quantized tensor's from candle, a tensor's from its
+/// slice.
+struct CudaPlaces<'a> {
+    stream: &'a CudaStream,
+}
+
+impl Places for CudaPlaces<'_> {
+    type At = u64;
+    const GPU: &'static str = "CUDA";
+
+    fn weight(&self, l: &Linear) -> Option<(u64, i32)> {
+        let Linear::Candle {
+            matmul: QMatMul::QTensor(t),
+            ..
+        } = l
+        else {
+            return None;
+        };
+        Some((t.device_ptr().ok()? as u64, type_id(t.dtype())?))
+    }
+
+    fn tensor(&self, t: &Tensor) -> Option<u64> {
+        tensor_ptr(t, self.stream)
+    }
 }
 
 // ---- the kernels' argument structs (decode.cu), field for field ------------------------------
 
-#[repr(C)]
-#[derive(Clone, Copy, Default)]
-struct Mat {
-    w: u64,
-    out: u64,
-    ty: i32,
-    rows: i32,
-}
+// SAFETY: plain `repr(C)` structs of integers and floats, as the kernels declare them
 unsafe impl DeviceRepr for Mat {}
-
-#[repr(C)]
-#[derive(Clone, Copy, Default)]
-struct Attn {
-    q: u64,
-    k: u64,
-    v: u64,
-    q_norm: u64,
-    k_norm: u64,
-    v_norm: i32,
-    cos: u64,
-    sin: u64,
-    n_rot: i32,
-    k_cache: u64,
-    v_cache: u64,
-    slots: i32,
-    sliding: i32,
-    window: i32,
-    n_head: i32,
-    n_kv: i32,
-    hd: i32,
-    q_scale: f32,
-    softcap: f32,
-    eps: f32,
-    partial: u64,
-    splits: i32,
-}
 unsafe impl DeviceRepr for Attn {}
 
 #[repr(C)]
@@ -167,88 +107,6 @@ struct Sampling {
     n_draws: i32,
 }
 unsafe impl DeviceRepr for Sampling {}
-
-/// The sampler settings the device runs (`sampling::SamplingParams`, checked by
-/// [`DeviceSampling::of`]).
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub(crate) struct DeviceSampling {
-    pub temperature: f32,
-    pub top_k: usize,
-    pub top_p: f32,
-    pub min_p: f32,
-    pub repetition_penalty: f32,
-    pub presence_penalty: f32,
-    pub penalty_window: usize,
-}
-
-impl DeviceSampling {
-    /// The chain of `params` when the device can run it: top-k between 1 and [`TOPK_MAX`]
-    /// (greedy needs none) and a penalty window of at most [`PENALTY_WINDOW_MAX`] tokens.
-    pub fn of(p: &crate::sampling::SamplingParams) -> Option<Self> {
-        let greedy = p.temperature <= 0.0;
-        if !greedy && (p.top_k == 0 || p.top_k > TOPK_MAX) {
-            return None;
-        }
-        if p.penalty_window > PENALTY_WINDOW_MAX {
-            return None;
-        }
-        Some(DeviceSampling {
-            temperature: p.temperature,
-            top_k: if greedy { 1 } else { p.top_k },
-            top_p: p.top_p,
-            min_p: p.min_p,
-            repetition_penalty: p.repetition_penalty,
-            presence_penalty: p.presence_penalty,
-            penalty_window: p.penalty_window,
-        })
-    }
-
-    fn penalties(&self) -> bool {
-        self.repetition_penalty != 1.0 || self.presence_penalty != 0.0
-    }
-
-    fn key(&self) -> [u32; 7] {
-        [
-            self.temperature.to_bits(),
-            self.top_k as u32,
-            self.top_p.to_bits(),
-            self.min_p.to_bits(),
-            self.repetition_penalty.to_bits(),
-            self.presence_penalty.to_bits(),
-            self.penalty_window as u32,
-        ]
-    }
-}
-
-/// One layer's weights and shapes, as the kernels take them.
-struct LayerPlan {
-    attn_norm: u64,
-    q: (u64, i32),
-    k: Option<(u64, i32)>,
-    v: Option<(u64, i32)>,
-    q_norm: u64,
-    k_norm: u64,
-    v_norm: bool,
-    o: (u64, i32),
-    post_attn_norm: u64,
-    ffn_norm: u64,
-    gate: (u64, i32),
-    up: (u64, i32),
-    down: (u64, i32),
-    post_ffn_norm: u64,
-    output_scale: f32,
-    n_head: usize,
-    n_kv: usize,
-    head_dim: usize,
-    n_ff: usize,
-    sliding: bool,
-    q_scale: f32,
-    /// The layer whose cache it reads (itself, or the shared-KV source).
-    kv_layer: usize,
-    rope: usize,
-    splits: usize,
-    attention: CudaFunction,
-}
 
 /// Buffers of the decode step, allocated once.
 struct Arena {
@@ -364,18 +222,7 @@ pub(crate) struct CudaDecoder {
     penalties: CudaFunction,
     top_candidates: CudaFunction,
     pick: CudaFunction,
-    layers: Vec<LayerPlan>,
-    embed: (u64, i32),
-    embed_scale: f32,
-    output: (u64, i32),
-    output_norm: u64,
-    ropes: Vec<(u64, u64, usize)>,
-    n_embd: usize,
-    n_vocab: usize,
-    eps: f32,
-    window: usize,
-    attn_softcap: f32,
-    final_softcap: f32,
+    plan: Plan<u64, CudaFunction>,
     arena: Arena,
     p: Ptrs,
     graph: Option<Captured>,
@@ -388,7 +235,7 @@ pub(crate) struct CudaDecoder {
 impl std::fmt::Debug for CudaDecoder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("CudaDecoder")
-            .field("layers", &self.layers.len())
+            .field("layers", &self.plan.layers.len())
             .field("kernels_per_token", &self.kernels_per_token)
             .field("captured", &self.graph.is_some())
             .finish()
@@ -407,14 +254,6 @@ impl CudaDecoder {
             return Ok(None);
         };
         let stream = device.cuda_stream();
-        let arch = model.arch();
-        let w = model.weights();
-        if w.ple.is_some() {
-            tracing::info!(
-                "the fused CUDA decode does not cover per-layer embeddings; generic path"
-            );
-            return Ok(None);
-        }
         let module = stream
             .context()
             .load_module(candle_core::cuda_backend::cudarc::nvrtc::Ptx::from_binary(
@@ -426,128 +265,13 @@ impl CudaDecoder {
                 .load_function(name)
                 .map_err(|e| cuda_err(&format!("kernel {name}"), e))
         };
-        let Some(embed) = table(&w.embedding) else {
+        let places = CudaPlaces { stream: &stream };
+        let Some(plan) = decode_plan::plan(model, &places, |name| f(name))? else {
             return Ok(None);
         };
-        let Some(output) = matrix(w.output()) else {
-            return Ok(None);
-        };
-        let Some(output_norm) = norm_ptr(&w.output_norm, &stream) else {
-            return Ok(None);
-        };
-        let mut ropes = Vec::new();
-        for (i, spec) in arch.ropes.iter().enumerate() {
-            let Some((cos, sin)) = model.rope_table(i).device_tables() else {
-                return Ok(None);
-            };
-            let (Some(c), Some(s)) = (tensor_ptr(cos, &stream), tensor_ptr(sin, &stream)) else {
-                return Ok(None);
-            };
-            ropes.push((c, s, spec.n_rot));
-        }
-        let context = model.max_context();
-        let window = arch.window.unwrap_or(context);
-        let mut layers = Vec::new();
-        let mut attention_kernels: HashMap<(usize, usize), CudaFunction> = HashMap::new();
-        let (mut max_q, mut max_kv, mut max_ff, mut max_partial) = (0, 0, 0, 0);
-        for (il, (spec, lw)) in arch.layers.iter().zip(&w.layers).enumerate() {
-            let group = spec.n_head / spec.n_kv_head.max(1);
-            let pl = spec.head_dim / 32;
-            let supported = spec.head_dim % 32 == 0
-                && matches!(pl, 2 | 4 | 8 | 16)
-                && matches!(group, 1 | 2 | 4 | 8)
-                && !(group == 8 && pl == 16)
-                && spec.n_head % spec.n_kv_head.max(1) == 0
-                && spec.n_ff % 32 == 0
-                && arch.n_embd % 32 == 0;
-            if !supported {
-                tracing::info!(
-                    layer = il,
-                    "a layer shape the fused CUDA decode lacks; generic path"
-                );
-                return Ok(None);
-            }
-            let attention = match attention_kernels.get(&(group, pl)) {
-                Some(k) => k.clone(),
-                None => {
-                    let k = f(&format!("attention_split_g{group}_d{pl}"))?;
-                    attention_kernels.insert((group, pl), k.clone());
-                    k
-                }
-            };
-            let own = matches!(spec.kv, KvSource::Own);
-            let mats = (
-                matrix(&lw.q),
-                lw.k.as_ref().map(matrix),
-                lw.v.as_ref().map(matrix),
-                matrix(&lw.o),
-                matrix(&lw.gate),
-                matrix(&lw.up),
-                matrix(&lw.down),
-            );
-            let (Some(q), k, v, Some(o), Some(gate), Some(up), Some(down)) = mats else {
-                return Ok(None);
-            };
-            if k.is_some_and(|k| k.is_none()) || v.is_some_and(|v| v.is_none()) {
-                return Ok(None);
-            }
-            let opt_norm = |n: &Option<Norm>| -> Option<u64> {
-                match n {
-                    Some(n) => norm_ptr(n, &stream),
-                    None => Some(0),
-                }
-            };
-            let (Some(attn_norm), Some(ffn_norm)) = (
-                norm_ptr(&lw.attn_norm, &stream),
-                norm_ptr(&lw.ffn_norm, &stream),
-            ) else {
-                return Ok(None);
-            };
-            let norms = (
-                opt_norm(&lw.q_norm),
-                opt_norm(&lw.k_norm),
-                opt_norm(&lw.post_attn_norm),
-                opt_norm(&lw.post_ffn_norm),
-            );
-            let (Some(q_norm), Some(k_norm), Some(post_attn_norm), Some(post_ffn_norm)) = norms
-            else {
-                return Ok(None);
-            };
-            let max_keys = if spec.sliding { window } else { context };
-            let splits = max_keys.div_ceil(64).clamp(1, 64);
-            max_q = max_q.max(spec.n_head * spec.head_dim);
-            max_kv = max_kv.max(spec.n_kv_head * spec.head_dim);
-            max_ff = max_ff.max(spec.n_ff);
-            max_partial = max_partial.max(spec.n_head * splits * (spec.head_dim + 2));
-            layers.push(LayerPlan {
-                attn_norm,
-                q,
-                k: if own { k.flatten() } else { None },
-                v: if own { v.flatten() } else { None },
-                q_norm,
-                k_norm,
-                v_norm: spec.v_norm,
-                o,
-                post_attn_norm,
-                ffn_norm,
-                gate,
-                up,
-                down,
-                post_ffn_norm,
-                output_scale: lw.output_scale.unwrap_or(1.0),
-                n_head: spec.n_head,
-                n_kv: spec.n_kv_head,
-                head_dim: spec.head_dim,
-                n_ff: spec.n_ff,
-                sliding: spec.sliding,
-                q_scale: spec.q_scale,
-                kv_layer: arch.kv_layer(il),
-                rope: spec.rope,
-                splits,
-                attention,
-            });
-        }
-        let (e, vocab) = (arch.n_embd, arch.n_vocab);
+        let (e, vocab) = (plan.n_embd, plan.n_vocab);
+        let (max_q, max_kv, max_ff, max_partial) =
+            (plan.max_q, plan.max_kv, plan.max_ff, plan.max_partial);
         let q8 = |values: usize| values / 32 * 36;
         let arena = Arena {
             params: alloc(&stream, 4)?,
@@ -569,7 +293,7 @@ impl CudaDecoder {
             out_token: alloc(&stream, 1)?,
             draws: alloc(&stream, DRAWS)?,
         };
-        let kernels_per_token = 1 + 8 * layers.len() + 3;
+        let kernels_per_token = plan.kernels_per_token();
         let p = arena.ptrs(&stream);
         stream
             .synchronize()
@@ -585,18 +309,7 @@ impl CudaDecoder {
             pick: f("pick")?,
             _module: module,
             stream,
-            layers,
-            embed,
-            embed_scale: arch.embed_scale,
-            output,
-            output_norm,
-            ropes,
-            n_embd: e,
-            n_vocab: vocab,
-            eps: arch.rms_eps,
-            window,
-            attn_softcap: arch.attn_softcap.unwrap_or(0.0),
-            final_softcap: arch.final_softcap.unwrap_or(0.0),
+            plan,
             arena,
             p,
             graph: None,
@@ -657,24 +370,13 @@ impl CudaDecoder {
             self.upload_draws(draws)?;
         }
         // global layers grow a page ahead of the write; the caches' addresses key the graph
-        let mut caches = Vec::with_capacity(2 * self.layers.len());
-        for il in 0..self.layers.len() {
-            let kv_layer = self.layers[il].kv_layer;
-            let i = cache
-                .storage_index(kv_layer)
-                .ok_or_else(|| Error::InvalidArgument(format!("layer {kv_layer} stores no KV")))?;
-            cache
-                .ensure_device_slots(i, pos + 1)
-                .map_err(|e| cuda_err("growing the KV cache", e))?;
-            let (k, v, slots) = cache
-                .device_layer(i)
-                .ok_or_else(|| cuda_err("the KV cache", "not on the device"))?;
-            let (Some(k), Some(v)) = (tensor_ptr(k, &self.stream), tensor_ptr(v, &self.stream))
-            else {
-                return Err(cuda_err("the KV cache", "not a contiguous f16 CUDA tensor"));
-            };
-            caches.extend([k, v, slots as u64]);
-        }
+        let places = CudaPlaces {
+            stream: &self.stream,
+        };
+        let caches = decode_plan::layer_caches(&self.plan, &places, cache, pos)?
+            .into_iter()
+            .flat_map(|(k, v, slots)| [k, v, slots as u64])
+            .collect();
         let params = [pos as i32, token as i32, step as i32, 0];
         self.stream
             .memcpy_htod(&params, &mut self.arena.params)
@@ -739,24 +441,26 @@ impl CudaDecoder {
         let (q, k, v) = (p.q, p.k, p.v);
         let (attn_q, partial, o) = (p.attn_q, p.partial, p.o);
         let (ffq, hidden, logits) = (p.ffq, p.hidden, p.logits);
-        let e = self.n_embd as i32;
-        let shared_e = (4 * (self.n_embd + 32)) as u32;
+        let buffers = AttnBuffers { q, k, v, partial };
+        let e = self.plan.n_embd as i32;
+        let shared_e = (4 * (self.plan.n_embd + 32)) as u32;
         let null = 0u64;
-        let norm_threads = (self.n_embd.next_multiple_of(32)).clamp(32, 1024) as u32;
+        let norm_threads = (self.plan.n_embd.next_multiple_of(32)).clamp(32, 1024) as u32;
 
         // embedding row × scale, then the first layer's input norm
         let first_norm = self
+            .plan
             .layers
             .first()
-            .map_or(self.output_norm, |l| l.attn_norm);
+            .map_or(self.plan.output_norm, |l| l.attn_norm);
         unsafe {
             s.launch_builder(&self.embed_norm)
-                .arg(&self.embed.0)
-                .arg(&self.embed.1)
+                .arg(&self.plan.embed.0)
+                .arg(&self.plan.embed.1)
                 .arg(&e)
-                .arg(&self.embed_scale)
+                .arg(&self.plan.embed_scale)
                 .arg(&first_norm)
-                .arg(&self.eps)
+                .arg(&self.plan.eps)
                 .arg(&params)
                 .arg(&x)
                 .arg(&xq)
@@ -768,7 +472,7 @@ impl CudaDecoder {
         }
         .map_err(launch_err)?;
 
-        for (il, l) in self.layers.iter().enumerate() {
+        for (il, l) in self.plan.layers.iter().enumerate() {
             // Q, K, V
             let mut mats = [Mat::default(); 3];
             mats[0] = Mat {
@@ -796,39 +500,15 @@ impl CudaDecoder {
                     n = 3;
                 }
             }
-            self.matvec(&mats[..n], xq, self.n_embd)?;
+            self.matvec(&mats[..n], xq, self.plan.n_embd)?;
 
             // attention: QK-norm, RoPE, the new K/V into the cache, the splits, then joined
-            let (kc, vc, slots) = (
+            let layer_cache = (
                 caches[3 * il],
                 caches[3 * il + 1],
-                caches[3 * il + 2] as i32,
+                caches[3 * il + 2] as usize,
             );
-            let rope = self.ropes[l.rope];
-            let attn = Attn {
-                q,
-                k: if l.k.is_some() { k } else { 0 },
-                v: if l.v.is_some() { v } else { k },
-                q_norm: l.q_norm,
-                k_norm: l.k_norm,
-                v_norm: l.v_norm as i32,
-                cos: rope.0,
-                sin: rope.1,
-                n_rot: rope.2 as i32,
-                k_cache: kc,
-                v_cache: vc,
-                slots,
-                sliding: l.sliding as i32,
-                window: self.window as i32,
-                n_head: l.n_head as i32,
-                n_kv: l.n_kv as i32,
-                hd: l.head_dim as i32,
-                q_scale: l.q_scale,
-                softcap: self.attn_softcap,
-                eps: self.eps,
-                partial,
-                splits: l.splits as i32,
-            };
+            let attn = self.plan.attn(l, layer_cache, &buffers, |&a| a);
             unsafe {
                 s.launch_builder(&l.attention)
                     .arg(&attn)
@@ -868,7 +548,15 @@ impl CudaDecoder {
                 attn_q,
                 l.n_head * l.head_dim,
             )?;
-            self.add_norm_launch(x, o, l.post_attn_norm, 1.0, l.ffn_norm, xq, null)?;
+            self.add_norm_launch(
+                x,
+                o,
+                l.post_attn_norm.unwrap_or(0),
+                1.0,
+                l.ffn_norm,
+                xq,
+                null,
+            )?;
 
             // gelu(gate) ⊙ up, quantized; down; x += post-norm(f) [× scale]; the next norm
             let k_in = e;
@@ -899,16 +587,16 @@ impl CudaDecoder {
                 ffq,
                 l.n_ff,
             )?;
-            let last = il + 1 == self.layers.len();
+            let last = il + 1 == self.plan.layers.len();
             let next = if last {
-                self.output_norm
+                self.plan.output_norm
             } else {
-                self.layers[il + 1].attn_norm
+                self.plan.layers[il + 1].attn_norm
             };
             self.add_norm_launch(
                 x,
                 o,
-                l.post_ffn_norm,
+                l.post_ffn_norm.unwrap_or(0),
                 l.output_scale,
                 next,
                 xq,
@@ -919,13 +607,13 @@ impl CudaDecoder {
         // logits, penalties, the candidates, the pick
         self.matvec(
             &[Mat {
-                w: self.output.0,
+                w: self.plan.output.0,
                 out: logits,
-                ty: self.output.1,
-                rows: self.n_vocab as i32,
+                ty: self.plan.output.1,
+                rows: self.plan.n_vocab as i32,
             }],
             xq,
-            self.n_embd,
+            self.plan.n_embd,
         )?;
         let (recent, n_recent) = (p.recent, p.n_recent);
         let window = sampling.penalty_window as i32;
@@ -947,14 +635,14 @@ impl CudaDecoder {
             .map_err(launch_err)?;
         }
         let (cand_v, cand_i) = (p.cand_v, p.cand_i);
-        let n_vocab = self.n_vocab as i32;
+        let n_vocab = self.plan.n_vocab as i32;
         let top_k = sampling.top_k.clamp(1, TOPK_MAX) as i32;
         unsafe {
             s.launch_builder(&self.top_candidates)
                 .arg(&logits)
                 .arg(&n_vocab)
                 .arg(&top_k)
-                .arg(&self.final_softcap)
+                .arg(&self.plan.final_softcap)
                 .arg(&cand_v)
                 .arg(&cand_i)
                 .launch(LaunchConfig {
@@ -1032,15 +720,15 @@ impl CudaDecoder {
         xq: u64,
         hidden: u64,
     ) -> Result<()> {
-        let n = self.n_embd as i32;
-        let threads = (self.n_embd.next_multiple_of(32)).clamp(32, 1024) as u32;
+        let n = self.plan.n_embd as i32;
+        let threads = (self.plan.n_embd.next_multiple_of(32)).clamp(32, 1024) as u32;
         unsafe {
             self.stream
                 .launch_builder(&self.add_norm)
                 .arg(&x)
                 .arg(&o)
                 .arg(&post)
-                .arg(&self.eps)
+                .arg(&self.plan.eps)
                 .arg(&scale)
                 .arg(&next)
                 .arg(&n)
@@ -1049,7 +737,7 @@ impl CudaDecoder {
                 .launch(LaunchConfig {
                     grid_dim: (1, 1, 1),
                     block_dim: (threads, 1, 1),
-                    shared_mem_bytes: (4 * (self.n_embd + 32)) as u32,
+                    shared_mem_bytes: (4 * (self.plan.n_embd + 32)) as u32,
                 })
         }
         .map_err(launch_err)?;

@@ -14,6 +14,11 @@ mod candle;
 mod counting;
 #[cfg(feature = "cuda")]
 pub(crate) mod cuda_decode;
+#[cfg(any(feature = "cuda", feature = "metal"))]
+pub(crate) mod decode_plan;
+pub(crate) mod device_sampling;
+#[cfg(any(feature = "cuda", feature = "metal"))]
+pub(crate) mod fused;
 mod host;
 
 use serde::{Deserialize, Serialize};

@@ -29,11 +29,11 @@ pub(crate) use linear::Linear;
 pub use rope::RopeTable;
 pub(crate) use weights::{Norm, Weights};
 
-/// Sampler settings the fused CUDA decode runs on the device (see [`Model::fused_sampling`]).
+/// Sampler settings the fused decode runs on the device (see [`Model::fused_sampling`]).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct FusedSampling(
-    #[cfg(feature = "cuda")] crate::backend::cuda_decode::DeviceSampling,
-    #[cfg(not(feature = "cuda"))] (),
+    #[cfg_attr(not(any(feature = "cuda", feature = "metal")), allow(dead_code))]
+    crate::backend::device_sampling::DeviceSampling,
 );
 
 /// Which positions' hidden states a forward pass should produce.
@@ -66,10 +66,10 @@ pub struct Model {
     /// Backend operations dispatched so far (kernel launches on the fused CUDA path): see
     /// `backend::counting`.
     ops: std::sync::atomic::AtomicU64,
-    /// The fused decode step on CUDA, when the model is on a CUDA device and the kernels
-    /// cover it (`backend::cuda_decode`); `COMPANION_CUDA_FUSED=0` turns it off.
-    #[cfg(feature = "cuda")]
-    fused: Option<std::sync::Mutex<crate::backend::cuda_decode::CudaDecoder>>,
+    /// The fused decode step on the GPU, when the model is on one and the kernels cover it
+    /// (`backend::fused`: CUDA's, or Metal's when `COMPANION_METAL_FUSED=1`).
+    #[cfg(any(feature = "cuda", feature = "metal"))]
+    fused: Option<std::sync::Mutex<crate::backend::fused::FusedDecoder>>,
 }
 
 impl Model {
@@ -112,15 +112,13 @@ impl Model {
             reduced_pool: None,
             use_reduced: std::sync::atomic::AtomicBool::new(false),
             ops: std::sync::atomic::AtomicU64::new(0),
-            #[cfg(feature = "cuda")]
+            #[cfg(any(feature = "cuda", feature = "metal"))]
             fused: None,
         };
-        #[cfg(feature = "cuda")]
-        if backend == BackendKind::Candle
-            && std::env::var("COMPANION_CUDA_FUSED").map_or(true, |v| v != "0")
-        {
+        #[cfg(any(feature = "cuda", feature = "metal"))]
+        if backend == BackendKind::Candle {
             model.fused =
-                crate::backend::cuda_decode::CudaDecoder::new(&model)?.map(std::sync::Mutex::new);
+                crate::backend::fused::FusedDecoder::new(&model, file)?.map(std::sync::Mutex::new);
         }
         Ok(model)
     }
@@ -132,12 +130,12 @@ impl Model {
 
     /// Kernels one decode step launches on the fused CUDA path, when it runs.
     pub fn fused_kernels_per_token(&self) -> Option<usize> {
-        #[cfg(feature = "cuda")]
+        #[cfg(any(feature = "cuda", feature = "metal"))]
         if let Some(f) = &self.fused {
             return Some(
                 f.lock()
                     .unwrap_or_else(|p| p.into_inner())
-                    .kernels_per_token,
+                    .kernels_per_token(),
             );
         }
         None
@@ -263,8 +261,8 @@ impl Model {
         &self.ropes[index]
     }
 
-    /// Rope table `index` (the fused CUDA decoder reads its device copy).
-    #[cfg(feature = "cuda")]
+    /// Rope table `index` (the fused GPU decoders read its device copy).
+    #[cfg(any(feature = "cuda", feature = "metal"))]
     pub(crate) fn rope_table(&self, index: usize) -> &RopeTable {
         &self.ropes[index]
     }
@@ -274,9 +272,10 @@ impl Model {
         &self,
         sampling: &crate::sampling::SamplingParams,
     ) -> Option<FusedSampling> {
-        #[cfg(feature = "cuda")]
+        #[cfg(any(feature = "cuda", feature = "metal"))]
         if self.fused.is_some() {
-            return crate::backend::cuda_decode::DeviceSampling::of(sampling).map(FusedSampling);
+            return crate::backend::device_sampling::DeviceSampling::of(sampling)
+                .map(FusedSampling);
         }
         let _ = sampling;
         None
@@ -290,7 +289,7 @@ impl Model {
         sampling: &FusedSampling,
         draws: &mut dyn FnMut() -> f32,
     ) -> Result<()> {
-        #[cfg(feature = "cuda")]
+        #[cfg(any(feature = "cuda", feature = "metal"))]
         if let Some(f) = &self.fused {
             return f
                 .lock()
@@ -305,7 +304,7 @@ impl Model {
 
     /// The logits of the last fused decode step (soft-capped as [`Self::logits`]'s).
     pub(crate) fn fused_logits(&self) -> Result<Vec<f32>> {
-        #[cfg(feature = "cuda")]
+        #[cfg(any(feature = "cuda", feature = "metal"))]
         if let Some(f) = &self.fused {
             return f.lock().unwrap_or_else(|p| p.into_inner()).logits();
         }
@@ -324,7 +323,7 @@ impl Model {
         sampling: &FusedSampling,
         draws: &mut dyn FnMut() -> f32,
     ) -> Result<u32> {
-        #[cfg(feature = "cuda")]
+        #[cfg(any(feature = "cuda", feature = "metal"))]
         if let Some(f) = &self.fused {
             if token as usize >= self.arch.n_vocab {
                 return Err(Error::InvalidArgument(format!(
