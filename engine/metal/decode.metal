@@ -1,14 +1,15 @@
 // The Metal twin of engine/cuda/decode.cu (and quants.cuh): the same fused decode step, kernel
 // for kernel and line for line where the languages allow, so that a Mac or an iPhone encodes
-// the same small number of dispatches per token. Not wired into the engine yet: the Rust side
-// that encodes these (the twin of engine/src/backend/cuda_decode.rs) is still to be written.
+// the same small number of dispatches per token. engine/src/backend/metal_decode.rs encodes
+// them (the twin of cuda_decode.rs), off unless COMPANION_METAL_FUSED=1 until run on a Mac.
 // Differences from the CUDA source, all mechanical: a warp is a SIMD-group (32 lanes on Apple
 // GPUs; simd_sum/simd_max/simd_shuffle_xor for the shuffles), `__shared__` is `threadgroup`,
 // dp4a is four byte products (Apple GPUs have no such instruction), kernels take their
 // arguments as buffers, and the attention template is instantiated by `host_name`.
 //
-// Never compiled or run: the Linux machines this project is built on have no Metal compiler;
-// see the README, "GPU builds".
+// Never through Apple's compiler or run: the Linux machines this project is built on have no
+// Metal compiler. scripts/check-metal parses and type-checks it as C++; see the README, "GPU
+// builds".
 
 #include <metal_stdlib>
 using namespace metal;

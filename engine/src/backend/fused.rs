@@ -1,10 +1,13 @@
 //! The fused decode step of whichever GPU the model is on: CUDA's (`cuda_decode`, on by
-//! default, `COMPANION_CUDA_FUSED=0` turns it off), and the place a second GPU's goes. The
-//! model calls it through this.
+//! default, `COMPANION_CUDA_FUSED=0` turns it off) or Metal's (`metal_decode`, never run on a
+//! Mac yet, so off unless `COMPANION_METAL_FUSED=1`). Both run the same kernels and the same
+//! device sampler chain (`device_sampling`); the model calls them through this.
 
 #[cfg(feature = "cuda")]
 use super::cuda_decode::CudaDecoder;
 use super::device_sampling::DeviceSampling;
+#[cfg(feature = "metal")]
+use super::metal_decode::MetalDecoder;
 use crate::error::Result;
 use crate::gguf::ModelFile;
 use crate::kv_cache::KvCache;
@@ -14,6 +17,8 @@ use crate::model::Model;
 pub(crate) enum FusedDecoder {
     #[cfg(feature = "cuda")]
     Cuda(CudaDecoder),
+    #[cfg(feature = "metal")]
+    Metal(MetalDecoder),
 }
 
 impl FusedDecoder {
@@ -29,6 +34,20 @@ impl FusedDecoder {
             {
                 Ok(CudaDecoder::new(model)?.map(FusedDecoder::Cuda))
             }
+            #[cfg(feature = "metal")]
+            candle_core::Device::Metal(_)
+                if switch("COMPANION_METAL_FUSED").as_deref() == Some("1") =>
+            {
+                // never run on a Mac yet: a failure here (the shader compiler's, say) leaves the
+                // generic path running rather than failing the load
+                match MetalDecoder::new(model, file) {
+                    Ok(d) => Ok(d.map(FusedDecoder::Metal)),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "the fused Metal decode did not start; generic path");
+                        Ok(None)
+                    }
+                }
+            }
             _ => {
                 let _ = switch;
                 Ok(None)
@@ -40,6 +59,8 @@ impl FusedDecoder {
         match self {
             #[cfg(feature = "cuda")]
             FusedDecoder::Cuda(d) => d.kernels_per_token,
+            #[cfg(feature = "metal")]
+            FusedDecoder::Metal(d) => d.kernels_per_token,
         }
     }
 
@@ -52,6 +73,8 @@ impl FusedDecoder {
         match self {
             #[cfg(feature = "cuda")]
             FusedDecoder::Cuda(d) => d.begin(history, sampling, draws),
+            #[cfg(feature = "metal")]
+            FusedDecoder::Metal(d) => d.begin(history, sampling, draws),
         }
     }
 
@@ -66,6 +89,8 @@ impl FusedDecoder {
         match self {
             #[cfg(feature = "cuda")]
             FusedDecoder::Cuda(d) => d.step(cache, token, step, sampling, draws),
+            #[cfg(feature = "metal")]
+            FusedDecoder::Metal(d) => d.step(cache, token, step, sampling, draws),
         }
     }
 
@@ -73,6 +98,8 @@ impl FusedDecoder {
         match self {
             #[cfg(feature = "cuda")]
             FusedDecoder::Cuda(d) => d.logits(),
+            #[cfg(feature = "metal")]
+            FusedDecoder::Metal(d) => d.logits(),
         }
     }
 }

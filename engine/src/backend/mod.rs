@@ -20,6 +20,8 @@ pub(crate) mod device_sampling;
 #[cfg(any(feature = "cuda", feature = "metal"))]
 pub(crate) mod fused;
 mod host;
+#[cfg(feature = "metal")]
+pub(crate) mod metal_decode;
 
 use serde::{Deserialize, Serialize};
 

@@ -204,6 +204,22 @@ impl ModelFile {
         Ok((dtype, bytes))
     }
 
+    /// Where tensor `name`'s data lies in the file, `(start, len)` in bytes, if it is there and
+    /// inside the file: for a GPU that reads the mapped file in place (the fused Metal decode).
+    pub(crate) fn tensor_range(&self, name: &str) -> Option<(usize, usize)> {
+        let info = self.content.tensor_infos.get(name)?;
+        let len = usize::try_from(tensor_byte_len(info)?).ok()?;
+        let start = self.content.tensor_data_offset.checked_add(info.offset)?;
+        let start = usize::try_from(start).ok()?;
+        (start.checked_add(len)? <= self.map.len()).then_some((start, len))
+    }
+
+    /// The whole file's mapping (see [`Self::tensor_range`]).
+    #[cfg_attr(not(feature = "metal"), allow(dead_code))]
+    pub(crate) fn mapping(&self) -> Arc<Mmap> {
+        self.map.clone()
+    }
+
     /// A tensor's type, its mapped bytes and their range `(start, len)` in the file, checking
     /// name and shape.
     fn tensor_bytes_and_range(

@@ -19,7 +19,14 @@ pub(crate) enum Linear {
     Blocks(BlockMatrix),
     KQuant(KMatrix),
     F16(F16Matrix),
-    Candle { matmul: QMatMul, n: usize, k: usize },
+    Candle {
+        matmul: QMatMul,
+        n: usize,
+        k: usize,
+        /// Its bytes in the model file, `(start, len)` (the fused Metal decode reads them there).
+        #[cfg_attr(not(feature = "metal"), allow(dead_code))]
+        file_range: Option<(usize, usize)>,
+    },
 }
 
 impl Linear {
@@ -84,6 +91,7 @@ impl Linear {
             matmul: QMatMul::from_qtensor(t)?,
             n,
             k,
+            file_range: file.tensor_range(name),
         })
     }
 
