@@ -1,6 +1,6 @@
 // The Metal twin of engine/cuda/decode.cu (and quants.cuh): the same fused decode step, kernel
 // for kernel and line for line where the languages allow, so that a Mac or an iPhone encodes
-// the same small number of dispatches per token. engine/src/backend/metal_decode.rs encodes
+// the same small number of dispatches per token. engine/src/backend/metal_decode/ encodes
 // them (the twin of cuda_decode.rs), off unless COMPANION_METAL_FUSED=1 until run on a Mac.
 // Differences from the CUDA source, all mechanical: a warp is a SIMD-group (32 lanes on Apple
 // GPUs; simd_sum/simd_max/simd_shuffle_xor for the shuffles), `__shared__` is `threadgroup`,

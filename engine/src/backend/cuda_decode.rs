@@ -254,6 +254,11 @@ impl CudaDecoder {
             return Ok(None);
         };
         let stream = device.cuda_stream();
+        // before loading the kernels, so that a model they cannot run never needs them
+        if model.weights().ple.is_some() {
+            tracing::info!("the fused CUDA decode does not cover per-layer embeddings");
+            return Ok(None);
+        }
         let module = stream
             .context()
             .load_module(candle_core::cuda_backend::cudarc::nvrtc::Ptx::from_binary(

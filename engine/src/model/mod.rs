@@ -63,7 +63,7 @@ pub struct Model {
     /// their work by `rayon::current_num_threads()`, so they simply split it fewer ways.
     reduced_pool: Option<rayon::ThreadPool>,
     use_reduced: std::sync::atomic::AtomicBool,
-    /// Backend operations dispatched so far (kernel launches on the fused CUDA path): see
+    /// Backend operations dispatched so far (kernel launches or dispatches on a fused GPU path): see
     /// `backend::counting`.
     ops: std::sync::atomic::AtomicU64,
     /// The fused decode step on the GPU, when the model is on one and the kernels cover it
@@ -128,7 +128,7 @@ impl Model {
         self.ops.load(std::sync::atomic::Ordering::Relaxed)
     }
 
-    /// Kernels one decode step launches on the fused CUDA path, when it runs.
+    /// Kernels one decode step launches on a fused GPU path, when it runs.
     pub fn fused_kernels_per_token(&self) -> Option<usize> {
         #[cfg(any(feature = "cuda", feature = "metal"))]
         if let Some(f) = &self.fused {

@@ -127,7 +127,8 @@ pub(super) fn shared_buffer(device: &ProtocolObject<dyn MTLDevice>, bytes: usize
         .ok_or_else(|| metal_err("allocating the decode buffers", "out of memory"))
 }
 
-/// Threads for a kernel that takes any multiple of 32: `want`, within what the pipeline allows.
+/// Threads for a kernel that adapts to any multiple of 32 (the norms, matvec3, the attention
+/// splits, penalties): `want`, within what the pipeline allows.
 pub(super) fn threads(p: &Pipeline, want: usize) -> usize {
     let max = p.maxTotalThreadsPerThreadgroup().max(32);
     want.min(max) / 32 * 32
@@ -172,20 +173,28 @@ pub(super) fn set_bytes<T: Copy>(enc: &Encoder, index: usize, value: &T) {
     unsafe { enc.setBytes_length_atIndex(ptr, std::mem::size_of::<T>(), index) };
 }
 
-/// A shared buffer's contents as `i32`s. Only between steps, when the GPU is not using it.
+/// A shared buffer's contents as `i32`s.
+///
+/// # Safety
+/// Only while the GPU is not using the buffer (between steps: every step waits for its
+/// command buffer), and with no other slice of it alive.
+// the slice is the GPU buffer's memory, not the handle's: `&Buf` is only how it is named
 #[allow(clippy::mut_from_ref)]
-pub(super) fn write_i32s(b: &Buf) -> &mut [i32] {
+pub(super) unsafe fn shared_i32s(b: &Buf) -> &mut [i32] {
     let n = b.length() / 4;
-    // SAFETY: shared storage, 4-byte aligned (Metal aligns buffers to at least 16 bytes); the
-    // GPU has finished with it (every step waits for its command buffer); the decoder's
-    // `&mut self` or the model's mutex keeps hosts from overlapping
+    // SAFETY: shared storage is host-visible and 4-byte aligned (Metal aligns buffers to at
+    // least 16 bytes); exclusivity is the caller's
     unsafe { std::slice::from_raw_parts_mut(b.contents().as_ptr().cast::<i32>(), n) }
 }
 
-/// As [`write_i32s`], as `f32`s.
+/// As [`shared_i32s`], as `f32`s.
+///
+/// # Safety
+/// As [`shared_i32s`].
+// the slice is the GPU buffer's memory, not the handle's: `&Buf` is only how it is named
 #[allow(clippy::mut_from_ref)]
-pub(super) fn write_f32s(b: &Buf) -> &mut [f32] {
+pub(super) unsafe fn shared_f32s(b: &Buf) -> &mut [f32] {
     let n = b.length() / 4;
-    // SAFETY: as `write_i32s`
+    // SAFETY: as `shared_i32s`
     unsafe { std::slice::from_raw_parts_mut(b.contents().as_ptr().cast::<f32>(), n) }
 }

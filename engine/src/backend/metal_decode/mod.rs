@@ -2,7 +2,8 @@
 //! (`engine/metal/decode.metal`, the line-for-line twin of `engine/cuda/decode.cu`), encoded
 //! into one command buffer per token: 8 dispatches per layer and a few for the logits and the
 //! sampler, where the generic candle path encodes several hundred; only the sampled token is
-//! read back. The plan (which layer reads which weights and cache) is `cuda_decode`'s.
+//! read back. The plan (which layer reads which weights and cache) is CUDA's too
+//! (`decode_plan`).
 //!
 //! How it differs from the CUDA side, all for Metal's sake:
 //! - the kernels are compiled from source when the model loads (`newLibraryWithSource`), as
@@ -35,7 +36,8 @@ use objc2::runtime::ProtocolObject;
 use objc2_foundation::NSString;
 use objc2_metal::{
     MTLBuffer, MTLCommandBuffer, MTLCommandBufferStatus, MTLCommandEncoder, MTLCommandQueue,
-    MTLComputeCommandEncoder, MTLDevice, MTLGPUFamily, MTLResourceOptions, MTLResourceUsage,
+    MTLCompileOptions, MTLComputeCommandEncoder, MTLComputePipelineState, MTLDevice, MTLGPUFamily,
+    MTLResourceOptions, MTLResourceUsage,
 };
 
 use super::decode_plan::{self, AttnBuffers, LayerCache, Mat, Places, Plan, type_id};
@@ -50,7 +52,7 @@ mod encoding;
 use encoding::{
     AddNormArgs, At, Buf, EmbedArgs, Encoder, GateUpArgs, JoinArgs, Mats, PenaltyArgs, Pipeline,
     SamplingArgs, TopArgs, gate_up_threads, pipeline, set_at, set_buf, set_bytes, set_none,
-    shared_buffer, size, threads, write_f32s, write_i32s,
+    shared_buffer, shared_f32s, shared_i32s, size, threads,
 };
 
 static SOURCE: &str = include_str!("../../../metal/decode.metal");
@@ -208,8 +210,21 @@ impl MetalDecoder {
             return Ok(None);
         };
         let device: &ProtocolObject<dyn MTLDevice> = candle.device().as_ref();
-        if !device.supportsFamily(MTLGPUFamily::Metal3) {
-            tracing::info!("the fused Metal decode needs Metal 3 (gpuAddress); generic path");
+        // Apple7 (M1, A14 and later): Apple GPUs, whose SIMD-groups are 32 wide as the kernels
+        // assume (AMD and Intel Macs with Metal 3 need not be); Metal 3 for `gpuAddress`
+        if !device.supportsFamily(MTLGPUFamily::Apple7)
+            || !device.supportsFamily(MTLGPUFamily::Metal3)
+        {
+            tracing::info!("the fused Metal decode needs an Apple GPU with Metal 3; generic path");
+            return Ok(None);
+        }
+        if model.weights().ple.is_some() {
+            tracing::info!("the fused Metal decode does not cover per-layer embeddings");
+            return Ok(None);
+        }
+        // embed_norm and add_norm keep the row and a reduction scratch in threadgroup memory
+        if 4 * (model.arch().n_embd + 32) > device.maxThreadgroupMemoryLength() {
+            tracing::info!("the model is wider than the fused Metal decode's norm kernels");
             return Ok(None);
         }
 
@@ -237,8 +252,15 @@ impl MetalDecoder {
         }
         .ok_or_else(|| metal_err("mapping the model file", "newBufferWithBytesNoCopy failed"))?;
 
+        // Fast math (Metal's default) may assume no infinities, but the kernels use -INFINITY
+        // as "no key yet" (attention_split, whose splits start empty in the first steps) and
+        // `isfinite`; CUDA's --use_fast_math makes no such assumption. `mathMode` would say
+        // "relaxed" but needs macOS 15 / iOS 18.
+        let options = MTLCompileOptions::new();
+        #[allow(deprecated)]
+        options.setFastMathEnabled(false);
         let library = device
-            .newLibraryWithSource_options_error(&NSString::from_str(SOURCE), None)
+            .newLibraryWithSource_options_error(&NSString::from_str(SOURCE), Some(&options))
             .map_err(|e| metal_err("compiling decode.metal", e.localizedDescription()))?;
         let f = |name: &str| pipeline(device, &library, name);
 
@@ -287,19 +309,40 @@ impl MetalDecoder {
             .newCommandQueue()
             .ok_or_else(|| metal_err("a command queue", "none available"))?;
         let kernels_per_token = plan.kernels_per_token();
+        let pipelines = Pipelines {
+            embed_norm: f("embed_norm")?,
+            matvec3: f("matvec3")?,
+            gate_up: f("gate_up")?,
+            attention_join: f("attention_join")?,
+            add_norm: f("add_norm")?,
+            penalties: f("penalties")?,
+            top_candidates: f("top_candidates")?,
+            pick: f("pick")?,
+        };
+        // the threads each kernel is dispatched with at the least (the others adapt to what the
+        // pipeline allows), in SIMD-groups of 32
+        let head_dim = plan.layers.iter().map(|l| l.head_dim).max().unwrap_or(32);
+        let needs = [
+            (&pipelines.top_candidates, 256),
+            (&pipelines.pick, 64),
+            (&pipelines.attention_join, head_dim),
+            (&pipelines.embed_norm, 32),
+            (&pipelines.matvec3, 32),
+            (&pipelines.gate_up, 32),
+            (&pipelines.add_norm, 32),
+            (&pipelines.penalties, 32),
+        ];
+        let attention = plan.layers.iter().map(|l| (&l.attention, 32));
+        for (p, need) in needs.into_iter().chain(attention) {
+            if p.threadExecutionWidth() != 32 || p.maxTotalThreadsPerThreadgroup() < need {
+                tracing::info!("a fused Metal kernel cannot run as dispatched here; generic path");
+                return Ok(None);
+            }
+        }
         Ok(Some(MetalDecoder {
             candle: candle.clone(),
             queue,
-            pipelines: Pipelines {
-                embed_norm: f("embed_norm")?,
-                matvec3: f("matvec3")?,
-                gate_up: f("gate_up")?,
-                attention_join: f("attention_join")?,
-                add_norm: f("add_norm")?,
-                penalties: f("penalties")?,
-                top_candidates: f("top_candidates")?,
-                pick: f("pick")?,
-            },
+            pipelines,
             plan,
             arena,
             resident,
@@ -319,18 +362,21 @@ impl MetalDecoder {
         draws: &mut dyn FnMut() -> f32,
     ) -> Result<()> {
         let tail = &history[history.len().saturating_sub(sampling.penalty_window)..];
-        let recent = write_i32s(&self.arena.recent);
+        // SAFETY (here and below): the GPU is done with the arena between steps (each step
+        // waits for its command buffer), and `&mut self` keeps the host's uses apart
+        let recent = unsafe { shared_i32s(&self.arena.recent) };
         for (slot, &t) in recent.iter_mut().zip(tail) {
             *slot = t as i32;
         }
-        write_i32s(&self.arena.n_recent)[0] = tail.len().min(PENALTY_WINDOW_MAX) as i32;
+        let n_recent = unsafe { shared_i32s(&self.arena.n_recent) };
+        n_recent[0] = tail.len().min(PENALTY_WINDOW_MAX) as i32;
         self.draws_uploaded = 0;
         self.upload_draws(draws);
         Ok(())
     }
 
     fn upload_draws(&mut self, draws: &mut dyn FnMut() -> f32) {
-        let slots = write_f32s(&self.arena.draws);
+        let slots = unsafe { shared_f32s(&self.arena.draws) };
         for d in slots.iter_mut().take(DRAWS) {
             *d = draws();
         }
@@ -358,14 +404,10 @@ impl MetalDecoder {
         let caches = decode_plan::layer_caches(&self.plan, &places, cache, pos)?;
         // candle's queue may still be writing the cache (the prefill): ours runs after it
         self.candle
-            .wait_until_completed()
+            .flush_and_wait_current()
             .map_err(|e| metal_err("waiting for the prefill", e))?;
-        write_i32s(&self.arena.params)[..4].copy_from_slice(&[
-            pos as i32,
-            token as i32,
-            step as i32,
-            0,
-        ]);
+        let params = unsafe { shared_i32s(&self.arena.params) };
+        params[..4].copy_from_slice(&[pos as i32, token as i32, step as i32, 0]);
 
         // the command buffer and encoder come autoreleased: drain them every step, since the
         // engine thread has no pool of its own
@@ -391,7 +433,7 @@ impl MetalDecoder {
             }
             Ok(())
         })?;
-        let out = write_i32s(&self.arena.out_token)[0];
+        let out = unsafe { shared_i32s(&self.arena.out_token) }[0];
         cache.begin_step(pos, 1);
         cache.advance(pos + 1);
         u32::try_from(out).map_err(|_| metal_err("the sampled token", out))
@@ -399,7 +441,8 @@ impl MetalDecoder {
 
     /// The logits of the last step (soft-capped by `top_candidates`, as the CUDA ones).
     pub fn logits(&self) -> Result<Vec<f32>> {
-        Ok(write_f32s(&self.arena.logits)[..self.plan.n_vocab].to_vec())
+        // SAFETY: as in `begin`; the model's mutex keeps this apart from a step
+        Ok(unsafe { shared_f32s(&self.arena.logits) }[..self.plan.n_vocab].to_vec())
     }
 
     fn make_resident(&self, encoder: &Encoder, caches: &[LayerCache<At>]) {
@@ -581,10 +624,8 @@ impl MetalDecoder {
         );
         set_buf(enc, 2, &a.cand_v);
         set_buf(enc, 3, &a.cand_i);
-        enc.dispatchThreadgroups_threadsPerThreadgroup(
-            size(TOP_BLOCKS as usize, 1),
-            size(threads(p, 256), 1),
-        );
+        // 8 SIMD-groups: top_candidates reduces across exactly 8 (`bv[8]`)
+        enc.dispatchThreadgroups_threadsPerThreadgroup(size(TOP_BLOCKS as usize, 1), size(256, 1));
         let p = &self.pipelines.pick;
         enc.setComputePipelineState(p);
         set_buf(enc, 0, &a.cand_v);
