@@ -26,8 +26,9 @@ use candle_core::cuda_backend::cudarc::driver::{
 use candle_core::quantized::QMatMul;
 use candle_core::{Device, Storage, Tensor};
 
-use super::decode_plan::{self, Attn, AttnBuffers, Mat, Places, Plan, type_id};
+use super::decode_plan::{self, AttnBuffers, Places, Plan, type_id};
 use super::device_sampling::{DRAWS, DeviceSampling, PENALTY_WINDOW_MAX, TOP_BLOCKS, TOPK_MAX};
+use super::kernel_args::{Attn, CudaSampling, Mat};
 use crate::error::{Error, Result};
 use crate::kv_cache::KvCache;
 use crate::model::{Linear, Model};
@@ -96,17 +97,7 @@ impl Places for CudaPlaces<'_> {
 unsafe impl DeviceRepr for Mat {}
 unsafe impl DeviceRepr for Attn {}
 
-#[repr(C)]
-#[derive(Clone, Copy, Default)]
-struct Sampling {
-    temperature: f32,
-    top_k: i32,
-    top_p: f32,
-    min_p: f32,
-    draws: u64,
-    n_draws: i32,
-}
-unsafe impl DeviceRepr for Sampling {}
+unsafe impl DeviceRepr for CudaSampling {}
 
 /// Buffers of the decode step, allocated once.
 struct Arena {
@@ -657,7 +648,7 @@ impl CudaDecoder {
                 })
         }
         .map_err(launch_err)?;
-        let chain = Sampling {
+        let chain = CudaSampling {
             temperature: sampling.temperature,
             top_k,
             top_p: sampling.top_p,

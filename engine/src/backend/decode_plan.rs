@@ -10,6 +10,7 @@ use std::collections::HashMap;
 use candle_core::Tensor;
 use candle_core::quantized::GgmlDType;
 
+use super::kernel_args::Attn;
 use crate::arch::KvSource;
 use crate::error::{Error, Result};
 use crate::kv_cache::KvCache;
@@ -318,47 +319,6 @@ pub(crate) fn layer_caches<P: Places, K>(
         caches.push((k, v, slots));
     }
     Ok(caches)
-}
-
-// ---- the kernels' argument structs shared by both GPUs, field for field ----------------------
-
-/// `Mat`: one matrix of a `matvec3` launch.
-#[repr(C)]
-#[derive(Clone, Copy, Default)]
-pub(crate) struct Mat {
-    pub w: u64,
-    pub out: u64,
-    pub ty: i32,
-    pub rows: i32,
-}
-
-/// `Attn`: one layer's attention (QK-norm, RoPE, cache write, split attention), with device
-/// addresses for pointers (Metal: `gpuAddress`).
-#[repr(C)]
-#[derive(Clone, Copy, Default)]
-pub(crate) struct Attn {
-    pub q: u64,
-    pub k: u64,
-    pub v: u64,
-    pub q_norm: u64,
-    pub k_norm: u64,
-    pub v_norm: i32,
-    pub cos: u64,
-    pub sin: u64,
-    pub n_rot: i32,
-    pub k_cache: u64,
-    pub v_cache: u64,
-    pub slots: i32,
-    pub sliding: i32,
-    pub window: i32,
-    pub n_head: i32,
-    pub n_kv: i32,
-    pub hd: i32,
-    pub q_scale: f32,
-    pub softcap: f32,
-    pub eps: f32,
-    pub partial: u64,
-    pub splits: i32,
 }
 
 /// The arena's buffers the attention reads and writes: the step's Q, K and V and the

@@ -20,6 +20,7 @@ pub(crate) mod device_sampling;
 #[cfg(any(feature = "cuda", feature = "metal"))]
 pub(crate) mod fused;
 mod host;
+pub(crate) mod kernel_args;
 #[cfg(feature = "metal")]
 pub(crate) mod metal_decode;
 

@@ -13,7 +13,6 @@ use objc2_metal::{
 };
 
 use super::metal_err;
-use crate::backend::decode_plan::Mat;
 use crate::error::Result;
 
 pub(super) type Buf = Retained<ProtocolObject<dyn MTLBuffer>>;
@@ -31,81 +30,6 @@ impl At {
     pub(super) fn address(&self) -> u64 {
         self.buffer.gpuAddress() + self.offset as u64
     }
-}
-
-// ---- the kernels' argument structs (decode.metal), field for field ---------------------------
-
-#[repr(C)]
-#[derive(Clone, Copy)]
-pub(super) struct EmbedArgs {
-    pub(super) ty: i32,
-    pub(super) n_embd: i32,
-    pub(super) scale: f32,
-    pub(super) eps: f32,
-}
-
-#[repr(C)]
-#[derive(Clone, Copy, Default)]
-pub(super) struct Mats {
-    pub(super) m: [Mat; 3],
-    pub(super) n_mats: i32,
-    pub(super) k: i32,
-}
-
-#[repr(C)]
-#[derive(Clone, Copy)]
-pub(super) struct GateUpArgs {
-    pub(super) gate_type: i32,
-    pub(super) up_type: i32,
-    pub(super) k: i32,
-    pub(super) has_out: i32,
-}
-
-#[repr(C)]
-#[derive(Clone, Copy)]
-pub(super) struct JoinArgs {
-    pub(super) splits: i32,
-    pub(super) hd: i32,
-    pub(super) has_out: i32,
-}
-
-#[repr(C)]
-#[derive(Clone, Copy)]
-pub(super) struct AddNormArgs {
-    pub(super) eps: f32,
-    pub(super) scale: f32,
-    pub(super) n: i32,
-    pub(super) has_post: i32,
-    pub(super) has_hidden: i32,
-}
-
-#[repr(C)]
-#[derive(Clone, Copy)]
-pub(super) struct PenaltyArgs {
-    pub(super) window: i32,
-    pub(super) repeat: f32,
-    pub(super) presence: f32,
-}
-
-#[repr(C)]
-#[derive(Clone, Copy)]
-pub(super) struct TopArgs {
-    pub(super) n: i32,
-    pub(super) k: i32,
-    pub(super) softcap: f32,
-}
-
-#[repr(C)]
-#[derive(Clone, Copy)]
-pub(super) struct SamplingArgs {
-    pub(super) temperature: f32,
-    pub(super) top_k: i32,
-    pub(super) top_p: f32,
-    pub(super) min_p: f32,
-    pub(super) n_draws: i32,
-    pub(super) n_cand: i32,
-    pub(super) window: i32,
-    pub(super) pad: i32,
 }
 
 pub(super) fn pipeline(

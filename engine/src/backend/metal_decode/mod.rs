@@ -40,8 +40,11 @@ use objc2_metal::{
     MTLResourceOptions, MTLResourceUsage,
 };
 
-use super::decode_plan::{self, AttnBuffers, LayerCache, Mat, Places, Plan, type_id};
+use super::decode_plan::{self, AttnBuffers, LayerCache, Places, Plan, type_id};
 use super::device_sampling::{DRAWS, DeviceSampling, PENALTY_WINDOW_MAX, TOP_BLOCKS, TOPK_MAX};
+use super::kernel_args::{
+    AddNormArgs, EmbedArgs, GateUpArgs, JoinArgs, Mat, Mats, PenaltyArgs, SamplingArgs, TopArgs,
+};
 use crate::error::{Error, Result};
 use crate::gguf::ModelFile;
 use crate::kv_cache::KvCache;
@@ -50,8 +53,7 @@ use crate::model::{Linear, Model};
 mod encoding;
 
 use encoding::{
-    AddNormArgs, At, Buf, EmbedArgs, Encoder, GateUpArgs, JoinArgs, Mats, PenaltyArgs, Pipeline,
-    SamplingArgs, TopArgs, gate_up_threads, pipeline, set_at, set_buf, set_bytes, set_none,
+    At, Buf, Encoder, Pipeline, gate_up_threads, pipeline, set_at, set_buf, set_bytes, set_none,
     shared_buffer, shared_f32s, shared_i32s, size, threads,
 };
 
