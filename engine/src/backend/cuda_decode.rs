@@ -219,15 +219,13 @@ pub(crate) struct CudaDecoder {
     graph: Option<Captured>,
     /// Draws uploaded so far for the current generation's sampler steps.
     draws_uploaded: usize,
-    /// Kernels one decode step launches.
-    pub kernels_per_token: usize,
 }
 
 impl std::fmt::Debug for CudaDecoder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("CudaDecoder")
             .field("layers", &self.plan.layers.len())
-            .field("kernels_per_token", &self.kernels_per_token)
+            .field("kernels_per_token", &self.kernels_per_token())
             .field("captured", &self.graph.is_some())
             .finish()
     }
@@ -238,6 +236,11 @@ fn launch_err(e: impl std::fmt::Display) -> Error {
 }
 
 impl CudaDecoder {
+    /// Kernels one decode step launches.
+    pub fn kernels_per_token(&self) -> usize {
+        self.plan.kernels_per_token()
+    }
+
     /// The fused decoder for `model` on its CUDA device, or `None` when the model needs what
     /// the kernels lack (the generic path then runs).
     pub fn new(model: &Model) -> Result<Option<Self>> {
@@ -289,7 +292,6 @@ impl CudaDecoder {
             out_token: alloc(&stream, 1)?,
             draws: alloc(&stream, DRAWS)?,
         };
-        let kernels_per_token = plan.kernels_per_token();
         let p = arena.ptrs(&stream);
         stream
             .synchronize()
@@ -310,7 +312,6 @@ impl CudaDecoder {
             p,
             graph: None,
             draws_uploaded: 0,
-            kernels_per_token,
         }))
     }
 

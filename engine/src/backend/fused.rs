@@ -58,9 +58,9 @@ impl FusedDecoder {
     pub fn kernels_per_token(&self) -> usize {
         match self {
             #[cfg(feature = "cuda")]
-            FusedDecoder::Cuda(d) => d.kernels_per_token,
+            FusedDecoder::Cuda(d) => d.kernels_per_token(),
             #[cfg(feature = "metal")]
-            FusedDecoder::Metal(d) => d.kernels_per_token,
+            FusedDecoder::Metal(d) => d.kernels_per_token(),
         }
     }
 

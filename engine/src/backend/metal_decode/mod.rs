@@ -186,8 +186,6 @@ pub(crate) struct MetalDecoder {
     file_buffer: Buf,
     _mapping: Arc<Mmap>,
     draws_uploaded: usize,
-    /// Dispatches one decode step encodes.
-    pub kernels_per_token: usize,
 }
 
 // SAFETY: Metal devices, queues, pipelines and buffers are thread-safe objects (Apple's
@@ -199,12 +197,17 @@ impl std::fmt::Debug for MetalDecoder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("MetalDecoder")
             .field("layers", &self.plan.layers.len())
-            .field("kernels_per_token", &self.kernels_per_token)
+            .field("kernels_per_token", &self.kernels_per_token())
             .finish()
     }
 }
 
 impl MetalDecoder {
+    /// Dispatches one decode step encodes.
+    pub fn kernels_per_token(&self) -> usize {
+        self.plan.kernels_per_token()
+    }
+
     /// The fused decoder for `model` on its Metal device, reading the weights from `file`'s
     /// mapping, or `None` when the model or the GPU needs what it lacks.
     pub fn new(model: &Model, file: &ModelFile) -> Result<Option<Self>> {
@@ -310,7 +313,6 @@ impl MetalDecoder {
         let queue = device
             .newCommandQueue()
             .ok_or_else(|| metal_err("a command queue", "none available"))?;
-        let kernels_per_token = plan.kernels_per_token();
         let pipelines = Pipelines {
             embed_norm: f("embed_norm")?,
             matvec3: f("matvec3")?,
@@ -351,7 +353,6 @@ impl MetalDecoder {
             file_buffer,
             _mapping: mapping,
             draws_uploaded: 0,
-            kernels_per_token,
         }))
     }
 
@@ -505,11 +506,11 @@ impl MetalDecoder {
 
         for (il, l) in self.plan.layers.iter().enumerate() {
             // Q, K, V
-            let mut mats = vec![(l.q.clone(), &a.q, l.n_head * l.head_dim)];
+            let mut mats = vec![(&l.q, &a.q, l.n_head * l.head_dim)];
             if let Some(k) = &l.k {
-                mats.push((k.clone(), &a.k, l.n_kv * l.head_dim));
+                mats.push((k, &a.k, l.n_kv * l.head_dim));
                 if let Some(v) = &l.v {
-                    mats.push((v.clone(), &a.v, l.n_kv * l.head_dim));
+                    mats.push((v, &a.v, l.n_kv * l.head_dim));
                 }
             }
             self.matvec(enc, &mats, &a.xq, e);
@@ -546,12 +547,7 @@ impl MetalDecoder {
             enc.dispatchThreadgroups_threadsPerThreadgroup(size(l.n_head, 1), size(l.head_dim, 1));
 
             // the output projection, then x += post-norm(o); the FFN's input norm
-            self.matvec(
-                enc,
-                &[(l.o.clone(), &a.o, e)],
-                &a.attn_q,
-                l.n_head * l.head_dim,
-            );
+            self.matvec(enc, &[(&l.o, &a.o, e)], &a.attn_q, l.n_head * l.head_dim);
             self.add_norm(enc, l.post_attn_norm.as_ref(), 1.0, &l.ffn_norm, false);
 
             // gelu(gate) ⊙ up, quantized; down; x += post-norm(f) [× scale]; the next norm
@@ -576,7 +572,7 @@ impl MetalDecoder {
                 size(l.n_ff / 32, 1),
                 size(gate_up_threads(p), 1),
             );
-            self.matvec(enc, &[(l.down.clone(), &a.o, e)], &a.ffq, l.n_ff);
+            self.matvec(enc, &[(&l.down, &a.o, e)], &a.ffq, l.n_ff);
             let last = il + 1 == self.plan.layers.len();
             let next = if last {
                 &self.plan.output_norm
@@ -589,7 +585,7 @@ impl MetalDecoder {
         // logits, penalties, the candidates, the pick
         self.matvec(
             enc,
-            &[(self.plan.output.clone(), &a.logits, self.plan.n_vocab)],
+            &[(&self.plan.output, &a.logits, self.plan.n_vocab)],
             &a.xq,
             e,
         );
@@ -656,7 +652,7 @@ impl MetalDecoder {
     }
 
     /// Up to three matrices times the q8_1 vector `y` (`k` values), a SIMD-group per row.
-    fn matvec(&self, enc: &Encoder, mats: &[((At, i32), &Buf, usize)], y: &Buf, k: usize) {
+    fn matvec(&self, enc: &Encoder, mats: &[(&(At, i32), &Buf, usize)], y: &Buf, k: usize) {
         let mut args = Mats {
             n_mats: mats.len() as i32,
             k: k as i32,
