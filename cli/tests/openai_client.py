@@ -1,5 +1,5 @@
 """The local API through the official `openai` Python client (and the standard library's
-http.client for what the client cannot send): run by cli/tests/api.rs against `companion serve` on the
+http.client for what the client cannot send): run by cli/tests/companion/api.rs against `companion serve` on the
 real default model. Prints one line per check and exits non-zero when any fails.
 
     python3 cli/tests/openai_client.py BASE_URL TOKEN MODEL_ID CONTEXT

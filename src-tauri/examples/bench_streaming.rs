@@ -30,7 +30,7 @@
 //! To find where the time goes, `BENCH_EXTRA_JS` is run in the page before each message (e.g.
 //! `document.querySelector('#messages').style.display='none'` takes rendering out).
 
-#[path = "../tests/support/webdriver.rs"]
+#[path = "../tests/app/support/webdriver.rs"]
 mod webdriver;
 
 use std::path::{Path, PathBuf};

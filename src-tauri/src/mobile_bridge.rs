@@ -1,6 +1,6 @@
 //! What the app does when iOS speaks (the events of `companion_mobile`, mobile/), and the
 //! app's side of the calls it makes into iOS. The logic is here, in Rust, and tested on Linux
-//! with the plugin's fake OS sending the same events (tests/mobile.rs); the Swift side only
+//! with the plugin's fake OS sending the same events (tests/app/mobile.rs); the Swift side only
 //! observes and asks.
 //!
 //! - **Background** (`didEnterBackground`, within the background time the Swift side asked

@@ -31,7 +31,7 @@
 //!
 //! The runtime term is calibrated against peak RSS (`VmHWM`) of `companion generate` on the
 //! default model with its context filled; the other terms are exact sizes of what the engine
-//! allocates. `cli/tests/memory.rs` checks the total against measured peaks at 512, 2048 and
+//! allocates. `cli/tests/companion/memory.rs` checks the total against measured peaks at 512, 2048 and
 //! 8192 tokens of context. As llama.cpp sizes `n_ctx` before allocating, the estimate is for a
 //! *full* context: the KV cache grows in pages and reaches it only then. Every product
 //! saturates: a hostile header cannot wrap the estimate into a small number.

@@ -1,6 +1,6 @@
 //! The file operations the KV snapshot files need, behind a small trait: the store uses the
 //! operating system's ([`OsFiles`]); a power-loss test puts a file system under it that loses
-//! whatever was not synced when it "crashes" (memory/tests/power_loss.rs). The durable write
+//! whatever was not synced when it "crashes" (memory/tests/memory/power_loss/). The durable write
 //! is the classic one (as SQLite's own journal handling and `rename(2)`-based editors do it):
 //! write a temporary file, sync it, rename it over the target, sync the folder — so after a
 //! crash the name holds either the old bytes or the new ones, whole, and once the call returns

@@ -17,7 +17,7 @@
 //!
 //! Needs a display (CI runs it under `xvfb-run`) and `tauri-driver` (`scripts/setup-app`).
 
-mod support;
+use crate::support;
 
 use std::path::Path;
 use std::time::Duration;

@@ -5,7 +5,7 @@
 //! results in the context and the answer are real), the same task left to the model, and
 //! cancellation.
 //!
-//! `cargo test --release -p companion-tests --test agent_loop -- --nocapture --test-threads 1`
+//! `cargo test --release -p companion-tests --test end_to_end -- agent_loop:: --nocapture --test-threads 1`
 
 use std::cell::RefCell;
 use std::sync::Arc;

@@ -16,7 +16,7 @@ fn a_version_2_database_is_upgraded_with_its_data_and_gets_the_agent_tables() ->
     let path = dir.path().join("v2.db");
     {
         let raw = rusqlite::Connection::open(&path)?;
-        raw.execute_batch(include_str!("fixtures/schema-v2.sql"))?;
+        raw.execute_batch(include_str!("../fixtures/schema-v2.sql"))?;
     }
     let store = Store::open(&path)?.store;
     // the old data is all there

@@ -1,7 +1,9 @@
 //! The fuzzer's KV snapshot seed (`fuzz/corpus/snapshot_restore/`) is a snapshot this engine
 //! restores, of the model the fuzz target loads: when the format or the fixture changes, this
 //! test fails until the seed is made again (`COMPANION_WRITE_FUZZ_SEEDS=1 cargo test --release
-//! -p companion-engine --test snapshot_seed`). It also keeps one frozen snapshot restoring.
+//! -p companion-engine --test engine -- snapshot_seed::`). It also keeps one frozen snapshot
+//! restoring. The fuzz corpora are replayed on every test run too
+//! (`tests/tests/end_to_end/fuzz_corpus.rs`).
 
 use std::path::PathBuf;
 

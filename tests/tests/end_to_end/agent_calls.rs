@@ -4,7 +4,7 @@
 //! must parse and validate against its tool's schema; the same requests decoded without the
 //! mask show how many calls would have been broken. The mask's cost per token is printed:
 //!
-//! `cargo test --release -p companion-tests --test agent_calls -- --nocapture`
+//! `cargo test --release -p companion-tests --test end_to_end -- agent_calls:: --nocapture`
 
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;

@@ -2,7 +2,7 @@
 //! exactly as an uninterrupted session; without a snapshot the conversation is prefilled again;
 //! a long conversation at a small context keeps going through summaries, never losing the
 //! system prompt or the newest message. The figures printed here are the measurements
-//! (`cargo test --release -p companion-tests --test conversations -- --nocapture`).
+//! (`cargo test --release -p companion-tests --test end_to_end -- conversations:: --nocapture`).
 
 use std::sync::atomic::AtomicBool;
 use std::time::Instant;

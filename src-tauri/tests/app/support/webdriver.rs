@@ -1,11 +1,12 @@
 //! Driving the built app over WebDriver: tauri-driver (which starts WebKitWebDriver and the
 //! app) in a process group of its own, a session with the app, and JS run in its page. Shared
-//! by the end-to-end test (tests/e2e.rs) and the streaming benchmark
+//! by the end-to-end tests (tests/app/e2e.rs, agent_e2e.rs) and the streaming benchmark
 //! (examples/bench_streaming.rs).
 
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
+use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use fantoccini::{Client, ClientBuilder, Locator};
@@ -18,16 +19,22 @@ const NATIVE_DRIVER_PORT: u16 = 4445;
 pub const ENTER: &str = "\u{E007}";
 
 /// tauri-driver (and the WebKitWebDriver and app it starts) in its own process group, ended
-/// as a group: killing only the driver would leave the app running.
-pub struct Driver(Child);
+/// as a group: killing only the driver would leave the app running. One at a time in this
+/// process: the driver's ports are fixed, and the end-to-end tests share one test binary.
+pub struct Driver {
+    child: Child,
+    _turn: MutexGuard<'static, ()>,
+}
+
+static ONE_DRIVER_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 impl Drop for Driver {
     fn drop(&mut self) {
-        let pgid = self.0.id().to_string();
+        let pgid = self.child.id().to_string();
         let _ = Command::new("kill")
             .args(["-TERM", "--", &format!("-{pgid}")])
             .status();
-        let _ = self.0.wait();
+        let _ = self.child.wait();
     }
 }
 
@@ -47,7 +54,7 @@ fn tauri_driver() -> PathBuf {
 
 /// Start tauri-driver with the app's data, settings and caches under `home`, on the default
 /// model, with `COMPANION_SEED=7`.
-// each test binary compiles this module; not every one calls every helper
+// examples/bench_streaming.rs compiles this file too and starts the driver its own way
 #[allow(dead_code)]
 pub fn start_driver(home: &Path) -> Driver {
     start_driver_with(home, &[])
@@ -60,6 +67,10 @@ pub fn start_driver_with(home: &Path, env: &[(&str, String)]) -> Driver {
         "no display: run the end-to-end test under xvfb-run (scripts/test does)"
     );
     use std::os::unix::process::CommandExt;
+    // a test that failed while holding its turn poisons the lock; the next one may still run
+    let turn = ONE_DRIVER_AT_A_TIME
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
     let model = engine::default_model_path();
     assert!(
         model.exists(),
@@ -80,7 +91,7 @@ pub fn start_driver_with(home: &Path, env: &[(&str, String)]) -> Driver {
         .unwrap_or_else(|e| {
             panic!("tauri-driver cannot start ({e}): run scripts/setup-app, which installs it")
         });
-    let driver = Driver(child);
+    let driver = Driver { child, _turn: turn };
     // tauri-driver proxies to WebKitWebDriver, which it starts itself: wait for both
     let deadline = Instant::now() + Duration::from_secs(30);
     for port in [DRIVER_PORT, NATIVE_DRIVER_PORT] {

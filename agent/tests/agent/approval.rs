@@ -2,12 +2,10 @@
 //! covers that tool in that conversation only; and every call — done, failed or declined —
 //! is in the audit log with its conversation, arguments, outcome, code and time.
 
-mod common;
-
 use std::cell::RefCell;
 
+use crate::common::{FakeHost, Rig, Tree, sandbox};
 use agent::{ApprovalAnswer, ApprovalRequest, CallOutcome, Limits, RememberedApprovals};
-use common::{FakeHost, Rig, Tree, sandbox};
 use serde_json::{Value, json};
 
 /// What was asked: conversation, tool, arguments, action.

@@ -1,10 +1,8 @@
 //! Each tool's behaviour over a small granted tree and a fake host: what it returns to the
 //! model and to the UI, its argument checks, and the caps with the notices they leave.
 
-mod common;
-
+use crate::common::{DENY, FakeHost, Rig, Tree, code, sandbox};
 use agent::{CallOutcome, Limits, RememberedApprovals, ToolCall};
-use common::{DENY, FakeHost, Rig, Tree, code, sandbox};
 use serde_json::json;
 
 #[test]

@@ -3,12 +3,10 @@
 //! files and Companion's own data stay unseen, and what is refused says why. Every result is
 //! also checked (in `Rig::call`) never to contain the secret kept outside the grant.
 
-mod common;
-
 use std::os::unix::fs::symlink;
 
+use crate::common::{DENY, FakeHost, Rig, SECRET, Tree, absolute, code, sandbox};
 use agent::{GrantSpec, Limits, RememberedApprovals, Sandbox};
-use common::{DENY, FakeHost, Rig, SECRET, Tree, absolute, code, sandbox};
 use serde_json::json;
 
 fn rig<'a>(s: &'a Sandbox, host: &'a FakeHost, r: &'a RememberedApprovals) -> Rig<'a> {

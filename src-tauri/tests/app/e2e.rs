@@ -8,7 +8,7 @@
 //! Needs a display (CI runs it under `xvfb-run`) and `tauri-driver` (`scripts/setup-app`
 //! installs both); without them it fails and says so: it never passes without running.
 
-mod support;
+use crate::support;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};

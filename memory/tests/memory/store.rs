@@ -41,7 +41,7 @@ fn a_version_1_database_is_upgraded_with_its_data_and_becomes_searchable() -> Re
     let path = dir.path().join("old.db");
     {
         let raw = rusqlite::Connection::open(&path)?;
-        raw.execute_batch(include_str!("fixtures/schema-v1.sql"))?;
+        raw.execute_batch(include_str!("../fixtures/schema-v1.sql"))?;
     }
     let opened = Store::open(&path)?;
     assert!(opened.recovery.is_none());
@@ -77,7 +77,7 @@ fn a_version_2_database_is_upgraded_and_its_writerless_abandoned_reply_stopped()
     let path = dir.path().join("old.db");
     {
         let raw = rusqlite::Connection::open(&path)?;
-        raw.execute_batch(include_str!("fixtures/schema-v2-abandoned-reply.sql"))?;
+        raw.execute_batch(include_str!("../fixtures/schema-v2-abandoned-reply.sql"))?;
     }
     let store = Store::open(&path)?.store;
     let id = store.resolve_conversation("3a4b5c6d")?;
@@ -102,7 +102,7 @@ fn a_version_3_database_keeps_its_agent_data_and_its_writerless_reply_is_stopped
     let path = dir.path().join("v3.db");
     {
         let raw = rusqlite::Connection::open(&path)?;
-        raw.execute_batch(include_str!("fixtures/schema-v3.sql"))?;
+        raw.execute_batch(include_str!("../fixtures/schema-v3.sql"))?;
     }
     let store = Store::open(&path)?.store;
     let chinese = store.resolve_conversation("7d1e5b9a")?;

@@ -69,9 +69,9 @@ fn a_30000_token_document_is_summarized_at_context_2048_in_bounded_memory() {
         chunks
     );
     // The bound: what the engine needs at this context (the memory guard's estimate, within
-    // 15% of peak RSS by cli/tests/memory.rs) plus 32 MB for the document's window, SQLite's
+    // 15% of peak RSS by cli/tests/companion/memory.rs) plus 32 MB for the document's window, SQLite's
     // cache and the chunk being summarized. That memory does not grow with the document's
-    // size is tested on a 16 MB file in tests/tests/document_memory.rs.
+    // size is tested on a 16 MB file in tests/tests/end_to_end/document_memory.rs.
     let doctor = json(&companion(&["doctor", "--json", "--context", "2048"]));
     let estimate = doctor["model"]["estimate"]["totalBytes"].as_u64().unwrap();
     let bound = estimate * 115 / 100 + (32 << 20);

@@ -2,10 +2,8 @@
 //! read costs one window wherever it is, and a search stops at the first binary block. Its
 //! own test binary, so the resident-memory figure is this test's alone.
 
-mod common;
-
+use crate::common::{DENY, FakeHost, Rig};
 use agent::{GrantSpec, Limits, RememberedApprovals, Sandbox};
-use common::{DENY, FakeHost, Rig};
 use serde_json::json;
 
 const GIB: u64 = 1 << 30;
