@@ -3,6 +3,8 @@
 //! Every failure ends in one line on stderr, `error [code]: message`, and a non-zero exit
 //! status, never a panic; the log (see [`log`]) has the code, and a panic's backtrace.
 
+mod output;
+
 mod commands;
 mod log;
 mod options;
@@ -102,6 +104,8 @@ fn main() -> ExitCode {
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
+        // `companion … | head -1`: the reader has what it wanted; nothing went wrong
+        Err(e) if output::reader_left(&e) => ExitCode::SUCCESS,
         Err(e) => {
             log::report(&log::error_code(&e), &one_line(&e));
             ExitCode::FAILURE

@@ -6,7 +6,6 @@
 //! every call is recorded in the database's audit log. Ctrl-C stops the run: between steps,
 //! or at the next token.
 
-use std::io::Write;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -19,6 +18,7 @@ use clap::Args as ClapArgs;
 use engine::SessionId;
 
 use crate::options::{ModelOptions, SamplingOptions, StoreOptions};
+use crate::output::Stream;
 
 #[derive(ClapArgs)]
 pub struct Args {
@@ -116,17 +116,18 @@ pub fn run(args: Args) -> Result<()> {
         conversation: None,
         cancel: cancel.clone(),
     };
-    let mut stdout = std::io::stdout();
-    let mut printer = StepPrinter::default();
+    let mut printer = StepPrinter::new(cancel.clone());
     let outcome = agent.run(&[], &args.task, &mut |event| {
         if json {
-            if let Ok(line) = serde_json::to_string(&event) {
-                let _ = writeln!(stdout, "{line}");
+            if let Ok(mut line) = serde_json::to_string(&event) {
+                line.push('\n');
+                printer.stream.piece(&line);
             }
         } else {
             printer.show(event);
         }
     })?;
+    printer.finish()?;
     if !json && outcome.constrained_tokens > 0 {
         eprintln!(
             "({} tokens decoded under the call grammar; its masks took {:.2} ms per token)",
@@ -137,16 +138,29 @@ pub fn run(args: Args) -> Result<()> {
     Ok(())
 }
 
-/// The agent's events on the terminal: text to stdout as it streams, steps to stderr.
-#[derive(Default)]
+/// The agent's events on the terminal: text to stdout as it streams, steps to stderr. When
+/// stdout's reader leaves, the run is cancelled (see [`Stream`]).
 pub(crate) struct StepPrinter {
+    stream: Stream,
     in_text: bool,
 }
 
 impl StepPrinter {
+    pub(crate) fn new(cancel: Arc<AtomicBool>) -> Self {
+        Self {
+            stream: Stream::new(Some(cancel)),
+            in_text: false,
+        }
+    }
+
+    /// The first failed write to stdout, if any.
+    pub(crate) fn finish(self) -> std::io::Result<()> {
+        self.stream.finish()
+    }
+
     fn end_text(&mut self) {
         if self.in_text {
-            println!();
+            self.stream.piece("\n");
             self.in_text = false;
         }
     }
@@ -154,9 +168,7 @@ impl StepPrinter {
     pub(crate) fn show(&mut self, event: AgentEvent) {
         match event {
             AgentEvent::Text(t) => {
-                let mut stdout = std::io::stdout();
-                let _ = stdout.write_all(t.as_bytes());
-                let _ = stdout.flush();
+                self.stream.piece(&t);
                 self.in_text = true;
             }
             AgentEvent::CallStarted {

@@ -7,7 +7,7 @@
 //! With `--allow DIR` each message is a turn with the agent's tools (see [`super::chat_tools`]).
 
 use std::collections::VecDeque;
-use std::io::{BufRead, Write};
+use std::io::BufRead;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
@@ -17,6 +17,8 @@ use chat::{ConversationManager, ManagerConfig, Resume, TurnEvent};
 use clap::Args as ClapArgs;
 use engine::StopReason;
 use memory::{ConversationId, Role};
+
+use crate::output::{Stream, outln};
 
 use crate::options::{ModelOptions, SamplingOptions, StoreOptions};
 
@@ -117,7 +119,6 @@ pub fn run(args: Args) -> Result<()> {
         let _ = tx.send(Input::End);
     });
 
-    let mut stdout = std::io::stdout();
     let mut typed_ahead: VecDeque<Input> = VecDeque::new();
     loop {
         eprint!("> ");
@@ -147,11 +148,11 @@ pub fn run(args: Args) -> Result<()> {
         // while a reply is paused at `critical`, Enter resumes it; other lines wait their turn
         let mut paused = false;
         let engine = manager.engine().clone();
+        // the reply's reader may leave (`companion chat < questions | head`): the reply stops
+        // there and is kept as stopped, and the chat ends as at /exit
+        let mut stream = Stream::new(Some(cancel.clone()));
         let result = manager.send(&text, &params, &cancel, &mut |event| match event {
-            TurnEvent::Text(piece) => {
-                let _ = stdout.write_all(piece.as_bytes());
-                let _ = stdout.flush();
-            }
+            TurnEvent::Text(piece) => stream.piece(piece),
             // a plain turn has no tool steps
             TurnEvent::User(_) | TurnEvent::Tool(_) => {}
             TurnEvent::Summarizing => eprint!("(summarizing older turns…) "),
@@ -175,7 +176,14 @@ pub fn run(args: Args) -> Result<()> {
             }
         });
         *current.lock().unwrap_or_else(|p| p.into_inner()) = None;
-        println!();
+        if let Err(closed) = stream.finish().and_then(|()| outln!()) {
+            if let Err(e) = result {
+                crate::log::report(e.code(), &e.to_string());
+            }
+            manager.close()?;
+            eprintln!("saved as conversation {id}");
+            return Err(closed.into());
+        }
         match result {
             Ok(turn) => {
                 if turn.summaries_made > 0 {

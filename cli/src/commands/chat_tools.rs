@@ -114,7 +114,7 @@ pub fn run(args: Args) -> Result<()> {
         }
         cancel.store(false, Ordering::Relaxed);
         *answering.lock().unwrap_or_else(|p| p.into_inner()) = true;
-        let mut printer = StepPrinter::default();
+        let mut printer = StepPrinter::new(cancel.clone());
         let result = manager.send_with_tools(
             text,
             &params,
@@ -136,6 +136,12 @@ pub fn run(args: Args) -> Result<()> {
         *answering.lock().unwrap_or_else(|p| p.into_inner()) = false;
         if let Err(e) = result {
             crate::log::report(e.code(), &e.to_string());
+        }
+        // stdout's reader left: the answer was stopped there; end the chat as /exit does
+        if let Err(closed) = printer.finish() {
+            manager.close()?;
+            eprintln!("saved as conversation {id}");
+            return Err(closed.into());
         }
     }
     manager.close()?;

@@ -7,6 +7,7 @@ use clap::Args as ClapArgs;
 use engine::{ChatMessage, Prompt};
 
 use crate::options::{ModelOptions, SamplingOptions};
+use crate::output::Stream;
 
 #[derive(ClapArgs)]
 pub struct Args {
@@ -42,17 +43,18 @@ pub fn run(args: Args) -> Result<()> {
         Prompt::Chat(messages)
     };
     let handle = engine.generate(prompt, params)?;
-    let mut stdout = std::io::stdout().lock();
     let json = args.json;
+    let mut stream = Stream::new(Some(handle.cancel.clone()));
     let generation = handle.wait_with_notices(
         |piece| {
             if !json {
-                let _ = stdout.write_all(piece.as_bytes());
-                let _ = stdout.flush();
+                stream.piece(piece);
             }
         },
         |notice| eprintln!("\n[thermal: {}] {}", notice.state, notice.message),
     )?;
+    stream.finish()?;
+    let mut stdout = std::io::stdout().lock();
     if json {
         let info = engine.info();
         let out = serde_json::json!({

@@ -6,6 +6,7 @@ use anyhow::{Context, Result, bail};
 use clap::Args as ClapArgs;
 
 use crate::options::ModelOptions;
+use crate::output::outln;
 
 #[derive(ClapArgs)]
 pub struct Args {
@@ -50,6 +51,6 @@ pub fn run(args: Args) -> Result<()> {
             })
         })
         .collect();
-    println!("{}", serde_json::Value::Array(out));
+    outln!("{}", serde_json::Value::Array(out))?;
     Ok(())
 }

@@ -13,6 +13,7 @@ use chat::{DocumentJob, DocumentParams, JobProgress};
 use clap::Args as ClapArgs;
 
 use crate::options::{ModelOptions, StoreOptions};
+use crate::output::outln;
 
 const BAR_WIDTH: usize = 24;
 
@@ -94,12 +95,12 @@ pub fn run(args: Args) -> Result<()> {
             "peakRssBytes": super::peak_rss_bytes(),
             "chunkSummaries": store.chunk_summaries(done.document.id)?,
         });
-        println!("{out}");
+        outln!("{out}")?;
     } else {
         if done.from_store {
             eprintln!("notice: already summarized; shown from the database (--force to redo)");
         }
-        println!("{}", done.summary);
+        outln!("{}", done.summary)?;
     }
     Ok(())
 }

@@ -5,6 +5,8 @@ use clap::Args as ClapArgs;
 use engine::GemmaTokenizer;
 use engine::gguf::ModelFile;
 
+use crate::output::outln;
+
 #[derive(ClapArgs)]
 pub struct Args {
     /// Prepend <bos>
@@ -21,7 +23,9 @@ pub fn run(args: Args) -> Result<()> {
     let path = args.model.unwrap_or_else(engine::default_model_path);
     let file = ModelFile::open(&path)?;
     let tokenizer = GemmaTokenizer::from_gguf(&file)?;
-    let ids = tokenizer.encode(&args.text, args.bos)?;
-    println!("{}", serde_json::json!({ "ids": ids }));
+    // The command is for inspecting prompts as llama.cpp's `parse_special` reads them, so
+    // special-token text becomes the token; untrusted text never comes through here.
+    let ids = tokenizer.encode_special(&args.text, args.bos)?;
+    outln!("{}", serde_json::json!({ "ids": ids }))?;
     Ok(())
 }

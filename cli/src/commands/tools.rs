@@ -28,6 +28,7 @@ use engine::EngineHandle;
 use memory::Store;
 
 use crate::options::{ModelOptions, StoreOptions};
+use crate::output::outln;
 
 #[derive(ClapArgs)]
 pub struct Args {
@@ -91,7 +92,7 @@ pub fn run(args: Args) -> Result<()> {
 fn list(json: bool) -> Result<()> {
     let tools = agent::declarations(&Limits::default());
     if json {
-        println!("{}", serde_json::to_string_pretty(&tools)?);
+        outln!("{}", serde_json::to_string_pretty(&tools)?)?;
         return Ok(());
     }
     for tool in tools {
@@ -100,8 +101,8 @@ fn list(json: bool) -> Result<()> {
         } else {
             ""
         };
-        println!("{}{writes}\n  {}", tool.name, tool.description);
-        println!("  arguments: {}", tool.parameters);
+        outln!("{}{writes}\n  {}", tool.name, tool.description)?;
+        outln!("  arguments: {}", tool.parameters)?;
     }
     Ok(())
 }
@@ -161,18 +162,18 @@ fn run_call(args: CallArgs) -> Result<()> {
                     "data": out.data,
                     "truncated": out.truncated,
                 });
-                println!("{value}");
+                outln!("{value}")?;
             } else {
-                println!("{}", out.text_for_model);
+                outln!("{}", out.text_for_model)?;
             }
             Ok(())
         }
         Err(e) => {
             if args.json {
-                println!(
+                outln!(
                     "{}",
                     serde_json::json!({"tool": args.name, "error": {"code": e.code(), "message": e.to_string()}})
-                );
+                )?;
             }
             Err(anyhow!(e))
         }

@@ -39,6 +39,127 @@ fn tokenize_prints_ids_json() {
     );
 }
 
+/// `companion tokenize` reads special-token text as llama.cpp's `parse_special` does: every
+/// string of llama.cpp's reference tokenizations (`tests/fixtures/llamacpp-gemma3-270m.json`),
+/// chat markers among them, gives llama.cpp's ids through the command, with and without --bos.
+#[test]
+fn tokenize_gives_llamacpps_ids_for_every_reference_string() {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../tests/fixtures/llamacpp-gemma3-270m.json"
+    );
+    let reference: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let cases = reference["tokenize"].as_array().unwrap();
+    assert!(
+        cases
+            .iter()
+            .any(|c| c["text"].as_str().unwrap().contains("<start_of_turn>")),
+        "the reference must hold special-token text"
+    );
+    let mut mismatches = Vec::new();
+    for case in cases {
+        let text = case["text"].as_str().unwrap();
+        for (bos, key) in [(false, "ids"), (true, "ids_with_bos")] {
+            let mut args = vec!["tokenize"];
+            if bos {
+                args.push("--bos");
+            }
+            // `--` so that text starting with '-' is not read as an option
+            args.extend(["--", text]);
+            let o = companion(&args);
+            assert!(o.status.success(), "{text:?}: {}", stderr(&o));
+            let got: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+            if got["ids"] != case[key] {
+                mismatches.push(format!(
+                    "{text:?} (bos {bos}): ours {}, llama.cpp {}",
+                    got["ids"], case[key]
+                ));
+            }
+        }
+    }
+    assert!(mismatches.is_empty(), "{}", mismatches.join("\n"));
+}
+
+#[test]
+fn tokenize_reads_chat_markers_as_their_tokens() {
+    let o = companion(&["tokenize", "<end_of_turn><start_of_turn>model"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v, serde_json::json!({"ids": [106, 105, 4368]}));
+}
+
+/// Run `companion ARGS` with its stdout's reader gone before the first byte (as `| head -0`,
+/// or `| head -1` after its line): the command must stop quietly, status 0, nothing on
+/// stderr — no panic message, no error line.
+fn run_with_closed_stdout(args: &[&str], db: &std::path::Path) -> Output {
+    use std::process::Stdio;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_companion"))
+        .args(args)
+        .env("COMPANION_DB", db)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the binary runs");
+    drop(child.stdout.take());
+    child.wait_with_output().expect("the binary ends")
+}
+
+#[test]
+fn a_reader_that_leaves_early_ends_the_command_quietly() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("companion.db");
+    // a conversation to list
+    let import = dir.path().join("c.json");
+    std::fs::write(
+        &import,
+        serde_json::json!({
+            "format": "companion.conversation",
+            "version": 1,
+            "conversation": {
+                "id": "2f0e3c52-8a3e-4f7a-9d52-0d8f7c1b9a10", "title": "Pipes", "createdAt": 1,
+                "updatedAt": 2, "model": null, "settings": {}, "pinned": false
+            },
+            "messages": [],
+            "summaries": []
+        })
+        .to_string(),
+    )
+    .unwrap();
+    let db_arg = db.to_str().unwrap();
+    let imported = companion(&[
+        "conversations",
+        "--db",
+        db_arg,
+        "import",
+        import.to_str().unwrap(),
+    ]);
+    assert!(imported.status.success(), "{}", stderr(&imported));
+    for args in [
+        &["tokenize", "Hello, world!"][..],
+        &["tools", "list"],
+        &["conversations", "--db", db_arg, "list"],
+        &[
+            "generate",
+            "--raw",
+            "--temperature",
+            "0",
+            "--max-tokens",
+            "64",
+            "Once upon a time",
+        ],
+    ] {
+        let o = run_with_closed_stdout(args, &db);
+        assert!(
+            o.status.success() && stderr(&o).trim().is_empty(),
+            "{args:?}: status {:?}, stderr: {}",
+            o.status,
+            stderr(&o)
+        );
+    }
+}
+
 #[test]
 fn missing_model_says_how_to_fetch_it() {
     let o = companion(&["generate", "--model", "/nonexistent/x.gguf", "hi"]);
