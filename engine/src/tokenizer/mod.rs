@@ -252,7 +252,9 @@ fn build_tokenizer(vocab: &Arc<Vocab>, special: Special) -> Result<Tokenizer> {
     } else {
         space.into()
     };
-    tokenizer.with_normalizer(Some(normalizer));
+    tokenizer
+        .with_normalizer(Some(normalizer))
+        .map_err(tok_err)?;
 
     let decoder = DecoderSequence::new(vec![
         DecoderWrapper::Replace(Replace::new("▁", " ").map_err(tok_err)?),
@@ -268,14 +270,14 @@ fn build_tokenizer(vocab: &Arc<Vocab>, special: Special) -> Result<Tokenizer> {
             .ids_of_type(TokenType::Control)
             .map(|id| AddedToken::from(vocab.token(id).to_string(), true).normalized(false))
             .collect();
-        tokenizer.add_special_tokens(&control);
+        tokenizer.add_special_tokens(control).map_err(tok_err)?;
     }
     let user: Vec<AddedToken> = vocab
         .ids_of_type(TokenType::UserDefined)
         .filter(|&id| special != Special::Data || !is_marker(vocab.token(id)))
         .map(|id| AddedToken::from(vocab.token(id).to_string(), false).normalized(false))
         .collect();
-    tokenizer.add_tokens(&user);
+    tokenizer.add_tokens(user).map_err(tok_err)?;
     if special == Special::Plain {
         // control tokens stay in the vocabulary for decoding but are not matched in text
         tokenizer.set_encode_special_tokens(true);
