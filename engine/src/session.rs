@@ -167,10 +167,11 @@ impl Session {
     /// At least one token is always (re)processed so that logits for the next token exist.
     pub fn sync_to(&mut self, model: &Model, tokens: &[u32]) -> Result<Option<Hidden>> {
         let common = common_prefix(&self.tokens, tokens);
-        if common == tokens.len() && common == self.tokens.len() {
-            if let Some(h) = &self.last_hidden {
-                return Ok(Some(h.clone()));
-            }
+        if common == tokens.len()
+            && common == self.tokens.len()
+            && let Some(h) = &self.last_hidden
+        {
+            return Ok(Some(h.clone()));
         }
         // keep one token to re-run if the whole target is already cached
         let keep = common.min(tokens.len().saturating_sub(1));

@@ -192,7 +192,7 @@ mod tests {
     }
 
     fn store(dir: &tempfile::TempDir) -> Store {
-        Store::open(&dir.path().join("c.db")).unwrap().store
+        Store::open(dir.path().join("c.db")).unwrap().store
     }
 
     #[test]

@@ -155,13 +155,13 @@ pub fn run(args: Args) -> Result<()> {
             let target = store.resolve_model(&name)?;
             eprintln!("checking {} …", target.label());
             let switched = chat::models::use_model(&store, &target, |path| {
-                Ok(chat::models::self_check(engine::EngineConfig {
+                chat::models::self_check(engine::EngineConfig {
                     model_path: path.to_path_buf(),
                     device,
                     // a short context: the check reads a few tokens
                     context: 256,
                     ..engine::EngineConfig::default()
-                })?)
+                })
             })?;
             writeln!(
                 out,

@@ -249,11 +249,7 @@ fn writes_ask_on_the_terminal_unless_yes_and_all_calls_are_audited() {
 fn assert_clean_failure_after_prompt(o: &Output, needle: &str) {
     assert!(!o.status.success());
     let err = stderr(o);
-    let last = err
-        .lines()
-        .filter(|l| !l.trim().is_empty())
-        .last()
-        .unwrap_or("");
+    let last = err.lines().rfind(|l| !l.trim().is_empty()).unwrap_or("");
     assert!(last.contains("error [") && last.contains(needle), "{err}");
     assert!(!err.contains("panicked"));
 }

@@ -412,7 +412,7 @@ impl Reader<'_> {
         let context_length = m.usize(&key(keys::CONTEXT_LENGTH))?;
         Limits::check(self.path, "context_length", context_length, Limits::CONTEXT)?;
         let rms_eps = m.f32(&key(keys::RMS_EPS))?;
-        if !(rms_eps.is_finite() && rms_eps >= 0.0 && rms_eps < 1.0) {
+        if !(0.0..1.0).contains(&rms_eps) {
             return Err(self.invalid(format!(
                 "layer_norm_rms_epsilon {rms_eps} is not a small positive number"
             )));
@@ -743,7 +743,7 @@ impl Reader<'_> {
                 vec![x as usize; n_layer]
             }
         };
-        if values.iter().any(|&v| v == 0) {
+        if values.contains(&0) {
             return Err(self.invalid(format!("`{key}` is zero for some layer")));
         }
         Ok(values)

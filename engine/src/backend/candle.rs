@@ -191,17 +191,17 @@ impl Backend for CandleBackend<'_> {
     }
 
     fn concat_rows(&self, mut parts: Vec<Tensor>) -> Result<Tensor> {
-        if parts.len() == 1 {
-            if let Some(p) = parts.pop() {
-                return Ok(p);
-            }
+        if parts.len() == 1
+            && let Some(p) = parts.pop()
+        {
+            return Ok(p);
         }
         Ok(Tensor::cat(&parts, 0)?)
     }
 
     fn release(&self, _x: Tensor) {}
 
-    fn into_hidden(&self, x: Tensor, width: usize) -> Result<Hidden> {
+    fn hidden_of(&self, x: Tensor, width: usize) -> Result<Hidden> {
         let rows = x.dim(0)?;
         Ok(Hidden::device(x, rows, width))
     }

@@ -121,8 +121,8 @@ impl<B: Backend> Backend for Counting<'_, B> {
         self.inner.release(x)
     }
 
-    fn into_hidden(&self, x: Self::Act, width: usize) -> Result<Hidden> {
-        self.inner.into_hidden(x, width)
+    fn hidden_of(&self, x: Self::Act, width: usize) -> Result<Hidden> {
+        self.inner.hidden_of(x, width)
     }
 
     fn logits(&self, hidden: &Hidden) -> Result<Vec<Vec<f32>>> {

@@ -184,7 +184,7 @@ impl Backend for HostBackend<'_> {
         release_scratch(x);
     }
 
-    fn into_hidden(&self, x: Vec<f32>, width: usize) -> Result<Hidden> {
+    fn hidden_of(&self, x: Vec<f32>, width: usize) -> Result<Hidden> {
         Ok(Hidden::host(x, width))
     }
 

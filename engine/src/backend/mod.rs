@@ -160,7 +160,8 @@ pub(crate) trait Backend {
     fn concat_rows(&self, parts: Vec<Self::Act>) -> Result<Self::Act>;
     /// Give a buffer back (the host backend reuses large ones).
     fn release(&self, x: Self::Act);
-    fn into_hidden(&self, x: Self::Act, width: usize) -> Result<Hidden>;
+    /// The final activations `[rows, width]` as the hidden states the logits are read from.
+    fn hidden_of(&self, x: Self::Act, width: usize) -> Result<Hidden>;
     /// Logits `[rows][n_vocab]` of hidden states, soft-capped when the model says so.
     fn logits(&self, hidden: &Hidden) -> Result<Vec<Vec<f32>>>;
 }

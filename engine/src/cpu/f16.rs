@@ -90,20 +90,14 @@ fn dot(w: &[f32], x: &[f32]) -> f32 {
     for s in 0..steps {
         for (j, a) in acc.iter_mut().enumerate() {
             let at = s * 32 + j * 8;
-            for l in 0..8 {
-                a[l] = w[at + l].mul_add(x[at + l], a[l]);
+            for (l, lane) in a.iter_mut().enumerate() {
+                *lane = w[at + l].mul_add(x[at + l], *lane);
             }
         }
     }
     // GGML_F32x8_REDUCE: 0 += 2, 1 += 3, then 0 += 1, then the 8 lanes
-    for l in 0..8 {
-        acc[0][l] += acc[2][l];
-        acc[1][l] += acc[3][l];
-    }
-    for l in 0..8 {
-        acc[0][l] += acc[1][l];
-    }
-    let lanes = acc[0];
+    let add = |a: [f32; 8], b: [f32; 8]| -> [f32; 8] { std::array::from_fn(|l| a[l] + b[l]) };
+    let lanes = add(add(acc[0], acc[2]), add(acc[1], acc[3]));
     let halves: [f32; 4] = std::array::from_fn(|l| lanes[l] + lanes[l + 4]);
     let mut sum = ((halves[0] + halves[1]) + (halves[2] + halves[3])) as f64;
     for i in steps * 32..w.len() {

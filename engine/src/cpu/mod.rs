@@ -116,11 +116,16 @@ pub(crate) struct AttentionKernels {
     pub mad: fn(&mut [f32], &[F16], f32),
 }
 
+/// Quantizes rows to Q8_K: `(x, quants, block sums, scales)`.
+pub(crate) type QuantizeQ8K = fn(&[f32], &mut [i8], &mut [i16], &mut [f32]);
+/// `c[m × n] += a[m × k] · b[k × n]`, row-major: `(c, a, b, m, k, n)`.
+pub(crate) type GemmAcc = fn(&mut [f32], &[f32], &[f32], usize, usize, usize);
+
 /// The inner loops of one instruction set.
 pub struct Kernels {
     pub isa: Isa,
     pub(crate) quantize_q8_0: fn(&[f32], &mut [i8], &mut [f32]),
-    pub(crate) quantize_q8_k: fn(&[f32], &mut [i8], &mut [i16], &mut [f32]),
+    pub(crate) quantize_q8_k: QuantizeQ8K,
     /// Whether the prompt tiles read activations in row pairs, and in which layout
     /// ([`row_pairs`]: AVX-512's K-quant and Q5_0 offset tiles, i8mm's K-quant tiles), so a
     /// prompt's activations are also laid out so.
@@ -131,7 +136,7 @@ pub struct Kernels {
     pub(crate) q4_k: KKernels,
     pub(crate) q6_k: KKernels,
     pub(crate) attention: Option<AttentionKernels>,
-    pub(crate) gemm_acc: fn(&mut [f32], &[f32], &[f32], usize, usize, usize),
+    pub(crate) gemm_acc: GemmAcc,
     pub(crate) geglu: fn(&mut [f32], &[f32], &[F16]),
 }
 

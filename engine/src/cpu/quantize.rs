@@ -128,9 +128,9 @@ impl Q8KRows {
         let mut qs = vec![0i8; m * k];
         let mut bsums = vec![0i16; blocks * BSUMS];
         let quantize = table.quantize_q8_k;
-        let row = |(((x, q), s), d): (((&[f32], &mut [i8]), &mut [i16]), &mut [f32])| {
-            quantize(x, q, s, d)
-        };
+        // one row's input, quants, block sums and scales, as the zipped chunks below nest them
+        type Row<'a> = (((&'a [f32], &'a mut [i8]), &'a mut [i16]), &'a mut [f32]);
+        let row = |(((x, q), s), d): Row<'_>| quantize(x, q, s, d);
         // prompts: hundreds of rows, split across the compute threads
         if m >= 64 {
             x.par_chunks_exact(k)

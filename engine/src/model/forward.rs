@@ -50,7 +50,7 @@ impl Model {
             }
         }
         let rows = b.concat_rows(outs)?;
-        b.into_hidden(rows, self.arch.n_embd)
+        b.hidden_of(rows, self.arch.n_embd)
     }
 
     /// One step of `tokens` at positions `cache.len()..`: the final hidden states (after the

@@ -176,10 +176,10 @@ impl Model {
     }
 
     fn active_pool(&self) -> Option<&rayon::ThreadPool> {
-        if self.use_reduced.load(std::sync::atomic::Ordering::Relaxed) {
-            if let Some(p) = &self.reduced_pool {
-                return Some(p);
-            }
+        if self.use_reduced.load(std::sync::atomic::Ordering::Relaxed)
+            && let Some(p) = &self.reduced_pool
+        {
+            return Some(p);
         }
         self.pool.as_ref()
     }

@@ -139,20 +139,22 @@ impl<'a> Pacer<'a> {
                 .step_seconds()
                 .filter(|_| rate < 1.0)
                 .map(|step| Duration::from_secs_f64(step / rate));
-            if let (Some(_), Some(due)) = (target, self.next_due) {
-                if now < due {
-                    self.governor.wait_change(version, (due - now).min(SLICE));
-                    self.paced += now.elapsed();
-                    waited = true;
-                    continue;
-                }
+            if let (Some(_), Some(due)) = (target, self.next_due)
+                && now < due
+            {
+                self.governor.wait_change(version, (due - now).min(SLICE));
+                self.paced += now.elapsed();
+                waited = true;
+                continue;
             }
             // The unthrottled interval is only measured at nominal (or to calibrate): a
             // step right after a pacing wait runs on cooler caches and parked workers.
-            if let Some(prev) = self.last_start {
-                if self.last_full_threads && !waited && (level == 0 || !self.baseline.ready()) {
-                    self.baseline.observe((now - prev).as_secs_f64());
-                }
+            if let Some(prev) = self.last_start
+                && self.last_full_threads
+                && !waited
+                && (level == 0 || !self.baseline.ready())
+            {
+                self.baseline.observe((now - prev).as_secs_f64());
             }
             self.last_start = Some(now);
             let Some(target) = target else {

@@ -31,11 +31,11 @@ impl BpeModel {
     pub(crate) fn bpe(&self, text: &str) -> Vec<(u32, usize, usize)> {
         let mut out = Vec::new();
         for (start, word) in newline_runs(text) {
-            if word.bytes().all(|b| b == b'\n') {
-                if let Some(id) = self.vocab.id_of(word) {
-                    out.push((id, start, start + word.len()));
-                    continue;
-                }
+            if word.bytes().all(|b| b == b'\n')
+                && let Some(id) = self.vocab.id_of(word)
+            {
+                out.push((id, start, start + word.len()));
+                continue;
             }
             self.word(word, start, &mut out);
         }

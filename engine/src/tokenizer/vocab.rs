@@ -176,10 +176,10 @@ impl Vocab {
             .collect();
         let mut byte_ids = [None; 256];
         for (i, (t, ty)) in tokens.iter().zip(&types).enumerate() {
-            if *ty == TokenType::Byte {
-                if let Some(b) = parse_byte_token(t) {
-                    byte_ids[b as usize] = Some(i as u32);
-                }
+            if *ty == TokenType::Byte
+                && let Some(b) = parse_byte_token(t)
+            {
+                byte_ids[b as usize] = Some(i as u32);
             }
         }
         Ok(Vocab {

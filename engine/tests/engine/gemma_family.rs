@@ -76,9 +76,9 @@ fn fixtures() -> Vec<(String, PathBuf, Reference)> {
     out
 }
 
-fn load(path: &PathBuf, backend: BackendChoice) -> Engine {
+fn load(path: &std::path::Path, backend: BackendChoice) -> Engine {
     Engine::load(EngineConfig {
-        model_path: path.clone(),
+        model_path: path.to_path_buf(),
         context: 512,
         prefill_chunk: 512,
         warm_up: false,

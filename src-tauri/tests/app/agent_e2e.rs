@@ -112,7 +112,7 @@ async fn the_agent_in_the_app() {
     // a reminder the agent set earlier, due a minute ago
     let reminder = "Call the ryokan about the late check-in";
     {
-        let store = memory::Store::open(&home.path().join("companion.db"))
+        let store = memory::Store::open(home.path().join("companion.db"))
             .unwrap()
             .store;
         store

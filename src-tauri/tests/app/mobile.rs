@@ -135,7 +135,7 @@ async fn entering_the_background_stops_the_reply_snapshots_and_flushes() {
         .call(|w| Ok(w.manager()?.snapshot_key()?))
         .await
         .unwrap();
-    let store = memory::Store::open(&t.dir.path().join("companion.db"))
+    let store = memory::Store::open(t.dir.path().join("companion.db"))
         .unwrap()
         .store;
     assert!(
@@ -280,7 +280,7 @@ async fn a_revoked_bookmark_is_refused_and_reminders_reach_the_platform() {
         })
         .unwrap();
     let tools = state.shared.platform_tools();
-    let store = memory::Store::open(&t.dir.path().join("companion.db"))
+    let store = memory::Store::open(t.dir.path().join("companion.db"))
         .unwrap()
         .store;
     let file = garden.join("tomatoes.txt");

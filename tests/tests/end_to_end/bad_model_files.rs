@@ -129,11 +129,15 @@ fn a_gemma_of_any_generation_with_missing_keys_is_refused_by_name() {
     }
 }
 
+/// A file's case: its name (or architecture), the metadata written into it, and what the
+/// refusal must say.
+type Case = (&'static str, Vec<(&'static str, Value)>, &'static str);
+
 /// Kinds of model Companion does not run are refused in one line that says which.
 #[test]
 fn unsupported_kinds_of_model_are_refused_in_one_line() {
     let dir = tempfile::tempdir().unwrap();
-    let cases: Vec<(&str, Vec<(&str, Value)>, &str)> = vec![
+    let cases: Vec<Case> = vec![
         (
             "gemma4",
             vec![("gemma4.expert_count", Value::U32(128))],
@@ -158,7 +162,7 @@ fn unsupported_kinds_of_model_are_refused_in_one_line() {
 #[test]
 fn hostile_header_values_are_refused_not_trusted() {
     let dir = tempfile::tempdir().unwrap();
-    let cases: Vec<(&str, Vec<(&str, Value)>, &str)> = vec![
+    let cases: Vec<Case> = vec![
         (
             "alignment0",
             vec![("general.alignment", Value::U32(0))],

@@ -233,6 +233,8 @@ pub(crate) unsafe fn tile<const Q5: bool, const TILE_M: usize, const TILE_N: usi
                 unsafe { _mm256_loadu_si256(blk.as_ptr().add(2) as *const __m256i) }
             };
         }
+        // `acc` is [rm][rn]: this loop walks its second index, the activation row
+        #[allow(clippy::needless_range_loop)]
         for rn in 0..TILE_N {
             let qi = (i0 + rn) * q.blocks_per_row + b;
             // SAFETY: block qi of the activation quants is in bounds (qi < m · blocks).

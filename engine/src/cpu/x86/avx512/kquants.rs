@@ -191,8 +191,8 @@ pub(crate) fn tile_q4_k<const RP: usize, const RN: usize>(
             _ => _mm512_extractf32x4_ps::<3>(a),
         }
     });
-    for p in 0..RP {
-        let (lo, hi) = split_ps(acc[p]);
+    for (p, &pair) in acc.iter().enumerate() {
+        let (lo, hi) = split_ps(pair);
         for (rn, half) in [(2 * p, lo), (2 * p + 1, hi)] {
             let a = mins[rn];
             let a = _mm_add_ps(a, _mm_movehl_ps(a, a));
