@@ -1,10 +1,12 @@
 //! Constrained decoding of tool calls on the real default model (Gemma 3 270M, a base model:
 //! it rarely opens a call on its own, so each request forces the call opener and lets the
 //! model write the rest). Over a set of varied requests, every call decoded under the grammar
-//! must parse and validate against its tool's schema; the same requests decoded without the
-//! mask show how many calls would have been broken. The mask's cost per token is printed:
+//! must parse and validate against its tool's schema. The mask's cost per token is printed.
+//! With `COMPANION_COMPARE_UNMASKED=1` the same requests are also decoded without the mask, to
+//! show how many calls would have been broken (a measurement, not a check: it doubles the
+//! test's time, so CI leaves it out):
 //!
-//! `cargo test --release -p companion-tests --test end_to_end -- agent_calls:: --nocapture`
+//! `COMPANION_COMPARE_UNMASKED=1 cargo test --release -p companion-tests --test end_to_end -- agent_calls:: --nocapture`
 
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
@@ -63,6 +65,7 @@ fn every_constrained_call_parses_and_validates() {
     let grammar = CallGrammar::new(&tokenizer).expect("the grammar's token environment");
     let lark = calls::call_grammar(format, &tools);
 
+    let compare_unmasked = std::env::var_os("COMPANION_COMPARE_UNMASKED").is_some();
     let mut valid_masked = 0;
     let mut valid_free = 0;
     let mut masked_tokens = 0usize;
@@ -113,6 +116,9 @@ fn every_constrained_call_parses_and_validates() {
             ),
         }
 
+        if !compare_unmasked {
+            continue;
+        }
         // the same request, the same seed, no mask: the call ends at its closing fence
         let free = engine
             .generate_on(
@@ -137,11 +143,13 @@ fn every_constrained_call_parses_and_validates() {
     for c in &chosen {
         eprintln!("  {c}");
     }
-    eprintln!(
-        "constrained decoding over {n} requests: {valid_masked}/{n} valid with the mask, \
-         {valid_free}/{n} valid without it ({} would have failed)",
-        n - valid_free
-    );
+    eprintln!("constrained decoding over {n} requests: {valid_masked}/{n} valid with the mask");
+    if compare_unmasked {
+        eprintln!(
+            "without the mask: {valid_free}/{n} valid ({} would have failed)",
+            n - valid_free
+        );
+    }
     eprintln!(
         "mask cost: {masked_tokens} tokens, {:.3} ms per token (compute_mask + consume_token)",
         1e3 * mask_seconds / masked_tokens.max(1) as f64
