@@ -135,7 +135,7 @@ impl Engine {
         let mut file = ModelFile::open(&config.model_path)?;
         // Decided from the header, before any weight or cache is touched.
         let memory = fit_context(
-            &ModelShape::of_file(&file),
+            &ModelShape::of_file(&file)?,
             config.context,
             config.prefill_chunk,
             system_memory(config.available_memory_bytes).available_bytes,

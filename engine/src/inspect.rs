@@ -9,7 +9,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use crate::arch::Tuning;
+use crate::arch::{ModelArch, Tuning};
 use crate::error::Result;
 use crate::gguf::{ModelFile, keys};
 use crate::tokenizer::GemmaTokenizer;
@@ -32,8 +32,9 @@ pub struct ModelFacts {
 /// Check `path` as a model Companion can run, and say what it is.
 pub fn inspect_model(path: &Path) -> Result<ModelFacts> {
     let file = ModelFile::open(path)?;
+    // the description first: a file of another kind is refused by what it is
+    let arch = &ModelArch::of(&file)?;
     GemmaTokenizer::from_gguf(&file)?;
-    let arch = file.arch();
     let basename = file
         .metadata(keys::BASENAME)
         .and_then(|v| v.to_string().ok())

@@ -2,5 +2,5 @@
 //! tensor bounds, exactly as opening a model file runs them. Nothing may panic or hang.
 
 pub fn check(data: &[u8]) {
-    let _ = engine::gguf::check_header(data);
+    let _ = engine::ModelArch::check_header(data);
 }

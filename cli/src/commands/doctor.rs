@@ -41,12 +41,16 @@ pub fn run(args: Args) -> Result<()> {
     let context = config.context;
     let chunk = config.prefill_chunk;
 
-    let model = match ModelFile::open(&config.model_path) {
-        Ok(file) => {
-            let shape = ModelShape::of_file(&file);
+    // a file Companion cannot open or run is a problem the report names, not an error
+    let opened = ModelFile::open(&config.model_path).and_then(|file| {
+        let arch = engine::ModelArch::of(&file)?;
+        let shape = ModelShape::of_file(&file)?;
+        Ok((file, arch, shape))
+    });
+    let model = match opened {
+        Ok((file, arch, shape)) => {
             let estimate = MemoryEstimate::new(&shape, context, chunk);
             let fit = fit_context(&shape, context, chunk, available);
-            let arch = file.arch();
             json!({
                 "path": config.model_path,
                 "name": arch.name,

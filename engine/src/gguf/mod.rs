@@ -1,10 +1,13 @@
 //! Opening a GGUF file: the header through our bounded parser (`reader`, into candle's
 //! `gguf_file::Content`), with the checks a user's file needs before we trust it — present,
-//! not truncated, a supported architecture, every required key and tensor there with the
-//! shape the description implies.
+//! not truncated, tensor data inside the file — and typed access to its metadata ([`Meta`])
+//! and tensors. This layer knows the file format, not the model: what the metadata describes
+//! is read by `crate::arch` (`ModelArch::of`), and which tensors a model needs, with which
+//! shapes, by `crate::model::weights`.
 //!
-//! Follows llama.cpp's loader (`llama-model-loader.cpp`): metadata is read first, the
-//! architecture decides which keys are required, and tensor data must lie inside the file.
+//! Follows llama.cpp's loader (`llama-model-loader.cpp`): metadata is read first, then the
+//! architecture decides which keys and tensors are required; tensor data must lie inside the
+//! file.
 
 mod file_type;
 pub mod keys;
@@ -28,8 +31,6 @@ use candle_core::quantized::{GgmlDType, QTensor};
 pub use file_type::file_type_label;
 pub use mapped::WeightBytes;
 
-use crate::arch::ModelArch;
-
 use crate::error::{Error, Result};
 
 /// An opened, validated GGUF file, memory-mapped (see `mapped`).
@@ -42,7 +43,6 @@ pub struct ModelFile {
     /// The weights our kernels multiply: name and file byte range `(start, len)`.
     multiplied: Vec<(String, (usize, usize))>,
     file_size: u64,
-    arch: ModelArch,
 }
 
 impl std::fmt::Debug for ModelFile {
@@ -50,7 +50,6 @@ impl std::fmt::Debug for ModelFile {
         f.debug_struct("ModelFile")
             .field("path", &self.path)
             .field("file_size", &self.file_size)
-            .field("arch", &self.arch)
             .finish()
     }
 }
@@ -97,13 +96,6 @@ impl ModelFile {
             path: path.clone(),
             reason: format!("the header is damaged or truncated: {e}"),
         })?;
-        let arch = ModelArch::from_gguf(
-            &Meta {
-                path: &path,
-                metadata: &content.metadata,
-            },
-            &|name| content.tensor_infos.contains_key(name),
-        )?;
         let file = ModelFile {
             path,
             content,
@@ -111,7 +103,6 @@ impl ModelFile {
             handle: file,
             multiplied: Vec::new(),
             file_size,
-            arch,
         };
         file.check_tensor_data_in_bounds()?;
         Ok(file)
@@ -119,11 +110,6 @@ impl ModelFile {
 
     pub fn path(&self) -> &Path {
         &self.path
-    }
-
-    /// The architecture description read from the header.
-    pub fn arch(&self) -> &ModelArch {
-        &self.arch
     }
 
     pub fn file_size(&self) -> u64 {
@@ -328,23 +314,37 @@ fn check_tensor_bounds(path: &Path, content: &Content, file_size: u64) -> Result
     Ok(())
 }
 
-/// The checks opening a model file runs on its header — the bounded parser, the architecture
-/// description, the tensors' bounds — on bytes in memory (the fuzzer's entry point).
-pub fn check_header(bytes: &[u8]) -> Result<ModelArch> {
-    let path = Path::new("<memory>");
-    let content = reader::read(bytes).map_err(|e| Error::InvalidModel {
-        path: path.to_path_buf(),
-        reason: format!("the header is damaged or truncated: {e}"),
-    })?;
-    let arch = ModelArch::from_gguf(
-        &Meta {
-            path,
-            metadata: &content.metadata,
-        },
-        &|name| content.tensor_infos.contains_key(name),
-    )?;
-    check_tensor_bounds(path, &content, bytes.len() as u64)?;
-    Ok(arch)
+/// A header in memory with the checks opening a file runs on it — the bounded parser, the
+/// tensors' bounds — for what reads a header without a file (the fuzzer, through
+/// `ModelArch::check_header`).
+pub struct Header {
+    content: Content,
+}
+
+impl Header {
+    const PATH: &'static str = "<memory>";
+
+    /// Parse `bytes`, the whole file or its beginning (tensor data past the end is refused).
+    pub fn parse(bytes: &[u8]) -> Result<Self> {
+        let path = Path::new(Self::PATH);
+        let content = reader::read(bytes).map_err(|e| Error::InvalidModel {
+            path: path.to_path_buf(),
+            reason: format!("the header is damaged or truncated: {e}"),
+        })?;
+        check_tensor_bounds(path, &content, bytes.len() as u64)?;
+        Ok(Header { content })
+    }
+
+    pub(crate) fn meta(&self) -> Meta<'_> {
+        Meta {
+            path: Path::new(Self::PATH),
+            metadata: &self.content.metadata,
+        }
+    }
+
+    pub fn has_tensor(&self, name: &str) -> bool {
+        self.content.tensor_infos.contains_key(name)
+    }
 }
 
 /// Bytes of a tensor's data, or `None` when its element count is not whole blocks of its type

@@ -39,6 +39,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::arch::ModelArch;
+use crate::error::Result;
 use crate::gguf::ModelFile;
 use crate::kv_budget::KvShape;
 
@@ -92,8 +93,9 @@ impl ModelShape {
         }
     }
 
-    /// The shape of an opened (not loaded) GGUF file.
-    pub fn of_file(file: &ModelFile) -> Self {
+    /// The shape of an opened (not loaded) GGUF file; fails as [`ModelArch::of`] does.
+    pub fn of_file(file: &ModelFile) -> Result<Self> {
+        let arch = ModelArch::of(file)?;
         use crate::gguf::keys;
         let mut gathered = file
             .tensor_data_bytes(keys::PER_LAYER_TOKEN_EMBD)
@@ -102,10 +104,10 @@ impl ModelShape {
             gathered =
                 gathered.saturating_add(file.tensor_data_bytes(keys::TOKEN_EMBD).unwrap_or(0));
         }
-        ModelShape {
+        Ok(ModelShape {
             gathered_bytes: gathered.min(file.file_size()),
-            ..Self::of_arch(file.arch(), file.file_size())
-        }
+            ..Self::of_arch(&arch, file.file_size())
+        })
     }
 }
 

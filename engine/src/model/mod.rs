@@ -81,7 +81,7 @@ impl Model {
         device: &Device,
         backend: BackendKind,
     ) -> Result<Self> {
-        let arch = file.arch().clone();
+        let arch = ModelArch::of(file)?;
         let weights = Weights::load(file, &arch, device, backend)?;
         let rope_len = max_context.max(1);
         let ropes = arch

@@ -20,7 +20,7 @@ fn load(context: usize, available: u64) -> engine::Result<Engine> {
 
 fn estimate(context: usize) -> u64 {
     let file = ModelFile::open(model_path()).unwrap();
-    MemoryEstimate::new(&ModelShape::of_file(&file), context, 512).total_bytes
+    MemoryEstimate::new(&ModelShape::of_file(&file).unwrap(), context, 512).total_bytes
 }
 
 #[test]
@@ -58,7 +58,7 @@ fn too_little_memory_is_refused_clearly() {
 fn gathered_tables_are_not_counted_as_resident() {
     let fixtures = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/gemma-family");
     let ple = ModelFile::open(fixtures.join("gemma4-ple-shared.q4_k_m.gguf")).unwrap();
-    let shape = ModelShape::of_file(&ple);
+    let shape = ModelShape::of_file(&ple).unwrap();
     let table = ple
         .tensor_data_bytes("per_layer_token_embd.weight")
         .expect("an E-series file has the table");
@@ -68,5 +68,5 @@ fn gathered_tables_are_not_counted_as_resident() {
 
     // a model whose output is its token embeddings reads the whole table at every step
     let tied = ModelFile::open(model_path()).unwrap();
-    assert_eq!(ModelShape::of_file(&tied).gathered_bytes, 0);
+    assert_eq!(ModelShape::of_file(&tied).unwrap().gathered_bytes, 0);
 }
