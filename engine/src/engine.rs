@@ -13,11 +13,12 @@ use crate::backend::{BackendChoice, BackendKind};
 use crate::device::{DeviceChoice, select_device};
 use crate::error::{Error, Result};
 use crate::gguf::ModelFile;
-use crate::kv_budget::{KvShape, SessionConfig, context_for_budget};
 use crate::kv_cache::KvCache;
+use crate::kv_cache::{KvShape, context_for_budget};
 use crate::memory_guard::{MemoryFit, ModelShape, fit_context, system_memory};
 use crate::model::{Hidden, Model, log_softmax};
 use crate::session::Session;
+use crate::session::SessionConfig;
 use crate::thermal::ThermalConfig;
 use crate::tokenizer::GemmaTokenizer;
 

@@ -8,8 +8,8 @@
 //!   per-ISA inner loops in one table detected at load;
 //! - [`model`]: the one Gemma forward pass over [`backend`]'s interface (numerics follow
 //!   llama.cpp `src/models/gemma*.cpp`), on our kernels or candle's;
-//! - [`kv_cache`], [`kv_budget`], [`session`], [`snapshot`]: the per-conversation state, its
-//!   size under a memory budget, and its versioned snapshots;
+//! - [`kv_cache`] (its contract, layout and budget), [`session`], [`snapshot`]: the
+//!   per-conversation state, its size under a memory budget, and its versioned snapshots;
 //! - [`draft`]: prefill while the user types;
 //! - [`sampling`], [`generate`]: the sampler chain and the generation loop;
 //! - [`memory_guard`]: the memory estimate before loading, and the context that fits;
@@ -26,7 +26,6 @@ pub mod error;
 pub mod generate;
 pub mod gguf;
 pub mod inspect;
-pub mod kv_budget;
 pub mod kv_cache;
 pub mod memory_guard;
 pub mod model;
@@ -45,14 +44,14 @@ pub use engine::{Engine, EngineConfig, ModelInfo, ScoredPosition};
 pub use error::{Error, Result};
 pub use generate::{GenerateParams, Generation, GenerationStats, StopReason};
 pub use inspect::{ModelFacts, inspect_model};
-pub use kv_budget::{PAGE_SIZE, SessionConfig};
+pub use kv_cache::PAGE_SIZE;
 pub use memory_guard::MemoryRelief;
 pub use model::{Hidden, Model};
 pub use runtime::{
     EngineHandle, Event, GenerateOptions, GenerationHandle, Prompt, ScratchSession, SessionId,
 };
 pub use sampling::{ConstraintError, SamplingParams, TokenConstraint};
-pub use session::Session;
+pub use session::{Session, SessionConfig};
 pub use thermal::{ThermalConfig, ThermalNotice, ThermalState};
 pub use tokenizer::{ChatMessage, GemmaTokenizer, Role};
 

@@ -2,11 +2,27 @@
 //! llama.cpp's memory contract (`llama-memory.h`): append (prefill in chunks, step), remove a
 //! suffix (truncate), clear; snapshot and restore live in [`crate::snapshot`].
 
+use serde::{Deserialize, Serialize};
+
 use crate::model::Hidden;
 
 use crate::error::Result;
 use crate::kv_cache::KvCache;
 use crate::model::{Model, Output};
+
+/// The size of one session (`Engine::new_session_with`): its context is decided once, from
+/// this, by [`crate::kv_cache::context_for_budget`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionConfig {
+    /// Tokens the session should hold; lowered to the model's maximum and to what the budget
+    /// allows.
+    pub context: usize,
+    /// Largest number of tokens one forward step writes (sizes the sliding-window rings).
+    pub prefill_chunk: usize,
+    /// Bytes the session's K/V may take at its full context; `None`: no limit.
+    pub memory_budget_bytes: Option<u64>,
+}
 
 #[derive(Debug)]
 pub struct Session {

@@ -7,7 +7,7 @@
 use serde::Serialize;
 
 use super::estimate::ModelShape;
-use crate::kv_budget::KvShape;
+use crate::kv_cache::KvShape;
 
 /// One catalog entry.
 #[derive(Debug, Clone, Copy, Serialize)]

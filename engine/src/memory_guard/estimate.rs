@@ -11,7 +11,7 @@
 //!                                              embeddings when the output is untied — has
 //!                                              only the rows of tokens seen resident)
 //! kv      = Σ over layers that store K and V:  (global: context, sliding: min(window + chunk,
-//!           context)) × 2 × n_kv_head × head_dim × 2 (f16)   (kv_budget::KvShape::full_bytes;
+//!           context)) × 2 × n_kv_head × head_dim × 2 (f16)   (kv_cache::KvShape::full_bytes;
 //!           Gemma 4's shared layers store nothing)
 //! rope    = Σ over rope tables: context × n_rot × 4          (cos and sin of n_rot/2, f32)
 //! compute = 4 × chunk × (3·n_embd + 2·q + 2·kv + 2·n_ff + 2·ple)
@@ -41,7 +41,7 @@ use serde::{Deserialize, Serialize};
 use crate::arch::ModelArch;
 use crate::error::Result;
 use crate::gguf::ModelFile;
-use crate::kv_budget::KvShape;
+use crate::kv_cache::KvShape;
 
 const TOKENIZER_BYTES_PER_ENTRY: u64 = 256;
 const RUNTIME_BASE_BYTES: u64 = 12 << 20;

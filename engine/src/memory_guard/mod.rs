@@ -17,7 +17,7 @@ pub use estimate::{MemoryEstimate, ModelShape};
 pub use relief::{LOW_MEMORY_MARGIN, MemoryRelief, relief_context};
 
 use crate::error::{Error, Result};
-use crate::kv_budget::PAGE_SIZE;
+use crate::kv_cache::PAGE_SIZE;
 
 /// Below this many tokens of context a chat is not useful: a system prompt and a couple of
 /// turns need it.

@@ -22,7 +22,7 @@ use serde::{Deserialize, Serialize};
 use super::MIN_USEFUL_CONTEXT;
 use crate::engine::Engine;
 use crate::error::Result;
-use crate::kv_budget::{KvShape, context_for_budget};
+use crate::kv_cache::{KvShape, context_for_budget};
 use crate::session::{Session, common_prefix};
 use crate::tokenizer::ChatMessage;
 
@@ -156,7 +156,7 @@ impl Engine {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kv_budget::PAGE_SIZE;
+    use crate::kv_cache::PAGE_SIZE;
 
     /// Gemma 3 270M's cache: 3 global and 15 sliding layers of one 256-wide KV head, f16.
     fn shape() -> KvShape {

@@ -23,6 +23,30 @@
 //! it. [`KvCache::allocated_bytes`] counts written pages and rings, not the reservation.
 //!
 //! Layout per layer: K and V as `[n_kv_head, slots, head_dim]`.
+//!
+//! # The contract
+//!
+//! What the rest of the engine may rely on, in the manner of llama.cpp's `llama-memory.h` (whose
+//! comments are its contract); the model (`model/forward.rs`), the backends, sessions and
+//! snapshots use the cache through these and nothing else:
+//! - [`KvCache::new`] sizes it once from the description, the session's context and its
+//!   largest step (`chunk`); memory is committed as positions are written ([`layout`] says how
+//!   much, [`budget`] how much may be asked for).
+//! - A step writes positions `len..len + seq` (`seq <= chunk`): `begin_step`, then each storing
+//!   layer's K and V (`write_host` / `write_device`), read back for attention (`host_view`,
+//!   `device_view`, `mask`), then `advance`. [`KvCache::check_room`] says beforehand whether
+//!   the positions fit; nothing is written past the context.
+//! - [`KvCache::len`] positions are live, always a prefix `0..len` of the sequence: there is one
+//!   sequence per cache (a session), so llama.cpp's `seq_id`s have no counterpart.
+//! - `truncate(n)` keeps positions `0..n` (llama.cpp `seq_rm(seq, n, -1)`); it returns `false`
+//!   when a sliding ring no longer holds a key the next query needs (the ring had moved past
+//!   it), and the caller must then clear and prefill again (`Session` does).
+//!   [`KvCache::clear`] empties it.
+//! - Snapshots (llama.cpp `state_seq_get_data` / `set_data`): `read_positions` gives a layer's
+//!   K and V for a range of positions, in position order, whatever slots hold them;
+//!   `write_slices` then `finish_restore` put them back (`snapshot.rs` clears the session
+//!   first and again when a restore is refused, so nothing half-written is ever used).
+//! - Every backend stores f16 ([`ELEMENT_BYTES`]), so a snapshot restores on any backend.
 
 use std::ops::Range;
 
@@ -32,10 +56,12 @@ use half::slice::HalfFloatSliceExt;
 
 use crate::arch::ModelArch;
 use crate::error::{Error, Result};
-use crate::kv_budget::{KvShape, PAGE_SIZE};
 
-/// Bytes of one stored K or V value: f16 on every backend.
-pub const ELEMENT_BYTES: usize = 2;
+pub mod budget;
+pub mod layout;
+
+pub use budget::context_for_budget;
+pub use layout::{ELEMENT_BYTES, KvLayerShape, KvShape, PAGE_SIZE};
 
 /// Where the cache lives.
 #[derive(Debug, Clone)]
