@@ -5,9 +5,8 @@
 
 use std::collections::VecDeque;
 use std::convert::Infallible;
-use std::path::PathBuf;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use axum::Router;
@@ -56,8 +55,9 @@ pub struct ApiState {
     created: u64,
     /// One generation at a time, in arrival order (tokio's semaphore is fair).
     queue: Arc<Semaphore>,
-    /// Where saved exchanges go; `None`: saving is refused.
-    database: Option<PathBuf>,
+    /// Where saved exchanges go: the host's connection to its database, opened once by the
+    /// host (the app, `companion serve`), never by a request; `None`: saving is refused.
+    store: Option<Mutex<memory::Store>>,
     next_id: AtomicU64,
 }
 
@@ -74,7 +74,7 @@ impl ApiState {
         source: impl CompleterSource,
         token: String,
         port: u16,
-        database: Option<PathBuf>,
+        store: Option<memory::Store>,
     ) -> Self {
         ApiState {
             source: Box::new(source),
@@ -82,7 +82,7 @@ impl ApiState {
             port,
             created: unix_now(),
             queue: Arc::new(Semaphore::new(1)),
-            database,
+            store: store.map(Mutex::new),
             next_id: AtomicU64::new(1),
         }
     }
@@ -252,12 +252,11 @@ fn run_and_save(
     );
     let mut saved = None;
     if save && let Job::Chat(request) = job {
-        let database = state.database.as_ref().ok_or_else(|| {
+        let store = state.store.as_ref().ok_or_else(|| {
             ApiError::server("this server was started without a database to save to")
         })?;
-        let store = memory::Store::open(database)
-            .map_err(|e| ApiError::from(chat::Error::from(e)))?
-            .store;
+        // a request that panicked while saving left the connection as SQLite left it: usable
+        let store = store.lock().unwrap_or_else(|p| p.into_inner());
         let id = chat::completion::save_exchange(&store, model, &request.messages, &completion)?;
         saved = Some(id.to_string());
     }
@@ -322,7 +321,7 @@ async fn respond(state: Arc<ApiState>, common: request::Common, job: Job, save: 
     if common.model != model {
         return ApiError::model_not_found(&common.model, &model).into_response();
     }
-    if save && state.database.is_none() {
+    if save && state.store.is_none() {
         return ApiError::unsupported(SAVE_HEADER, "this server does not save conversations")
             .into_response();
     }

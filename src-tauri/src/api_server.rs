@@ -131,11 +131,15 @@ impl ApiServer {
             shared: shared.clone(),
             cache: Mutex::new(None),
         };
+        // the server's own connection for the exchanges a program asks to save, opened once
+        let store = memory::Store::open(&self.database)
+            .map_err(|e| AppError::new("database_unavailable", e.to_string()))?
+            .store;
         let state = Arc::new(api::ApiState::new(
             model,
             token.clone(),
             addr.port(),
-            Some(self.database.clone()),
+            Some(store),
         ));
         let (stop, stopped) = oneshot::channel::<()>();
         tauri::async_runtime::spawn(async move {

@@ -44,6 +44,9 @@ pub struct Shared {
     engine: Mutex<Option<EngineHandle>>,
     open: Mutex<Option<ConversationId>>,
     draft: Mutex<String>,
+    /// A job that prefills the newest draft is queued on the worker: drafts typed while the
+    /// worker is busy coalesce into that one job.
+    pub draft_queued: AtomicBool,
     /// A reply is streaming.
     pub replying: AtomicBool,
     /// Set to stop the reply that is streaming; cleared when the next one starts.
@@ -93,6 +96,7 @@ impl Default for Shared {
             engine: Mutex::default(),
             open: Mutex::default(),
             draft: Mutex::default(),
+            draft_queued: AtomicBool::new(false),
             replying: AtomicBool::new(false),
             reply_cancel: Arc::new(AtomicBool::new(false)),
             summarizing: AtomicBool::new(false),

@@ -27,8 +27,9 @@ pub fn run(args: Args) -> Result<()> {
         .db
         .clone()
         .unwrap_or_else(memory::default_database_path);
-    // opened once now so that a damaged database is set aside (and said) before serving
-    drop(args.store.open()?);
+    // opened now so that a damaged database is set aside (and said) before serving; saved
+    // exchanges go through this connection
+    let store = args.store.open()?;
     let from_env = std::env::var("COMPANION_API_TOKEN").ok();
     let (token, source) = api::load_or_create(&api::token_path(&database), from_env.as_deref())?;
     let engine = args.model.spawn()?;
@@ -47,7 +48,7 @@ pub fn run(args: Args) -> Result<()> {
             completer,
             token,
             addr.port(),
-            Some(database),
+            Some(store),
         ));
         let token_at = match &source {
             api::TokenSource::Environment => "from COMPANION_API_TOKEN".to_string(),

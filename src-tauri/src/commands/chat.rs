@@ -49,14 +49,28 @@ pub async fn set_draft(state: State<'_, AppState>, text: String) -> Result<()> {
     if state.shared.replying.load(Ordering::Relaxed) || text.trim().is_empty() {
         return Ok(());
     }
-    let (Some(engine), Some(id)) = (state.shared.engine(), state.shared.open()) else {
-        return Ok(());
-    };
-    let parts = state.with_store(|store| Ok(store.prompt_parts(&id)?))?;
-    let system = state.settings().system_prompt();
-    let history = chat::prompt::chat_messages(system.as_deref(), &parts);
-    engine.set_draft(history, text)?;
+    if !state.shared.draft_queued.swap(true, Ordering::AcqRel) {
+        state.worker.spawn(apply_latest_draft)?;
+    }
     Ok(())
+}
+
+/// On the worker: prefill the newest draft through the conversation manager, which builds the
+/// prompt the reply will have (`ConversationManager::set_draft`: the same system prompt,
+/// summaries and messages as `send`), so the draft's tokens are the ones send reuses.
+pub(crate) fn apply_latest_draft(w: &mut Worker) {
+    w.shared.draft_queued.store(false, Ordering::Release);
+    let draft = w.shared.draft();
+    if draft.trim().is_empty() || w.shared.replying.load(Ordering::Relaxed) {
+        return;
+    }
+    if let Ok(manager) = w.manager()
+        && manager.open_conversation().is_some()
+        && let Err(e) = manager.set_draft(&draft)
+    {
+        // a draft is only a head start: the reply does without it
+        tracing::debug!(code = e.code(), "the draft was not prefilled: {e}");
+    }
 }
 
 /// Send `text` in the open conversation (one is created if none is open). `tools`, when
@@ -383,13 +397,7 @@ fn turn(
     send_text(batch.flush(Instant::now()));
     shared.replying.store(false, Ordering::Relaxed);
     // the user may have typed their next message while this reply streamed
-    let draft = shared.draft();
-    if !draft.trim().is_empty()
-        && let Ok(manager) = w.manager()
-        && let Ok(history) = manager.history()
-    {
-        let _ = manager.engine().set_draft(history, draft);
-    }
+    apply_latest_draft(w);
     match result {
         Ok(TurnReply { reply, stats }) => {
             if let Some(stats) = &stats {
