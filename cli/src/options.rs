@@ -107,9 +107,17 @@ impl ModelOptions {
 /// once its job starts, so that a refused input stays one error line). `generate` and `score`
 /// do not: continuing text is what they ask of a model.
 pub fn say_if_base_model(handle: &EngineHandle) {
-    if let Some(notice) = &handle.info().tuning_notice {
+    if let Some(notice) = base_model_notice(handle) {
         eprintln!("notice: {notice}");
     }
+}
+
+/// The engine's base-model notice, with where a user of the command line gets another model.
+pub fn base_model_notice(handle: &EngineHandle) -> Option<String> {
+    let notice = handle.info().tuning_notice.clone()?;
+    Some(format!(
+        "{notice} Pass one with --model PATH, or import it with `companion models import PATH`."
+    ))
 }
 
 /// Sampling flags shared by `generate` and `chat`.

@@ -37,6 +37,9 @@ const HIGHLIGHT_MS = 2000;
 export interface ChatHooks {
   /** A conversation was opened or created (null: none is open any more). */
   onConversation(item: ConversationItem | null): void;
+  /** The user's message is saved (the reply is about to stream): the conversation list can
+   *  show it at once instead of "No messages yet" until the reply ends. */
+  onUserMessage?(): void;
   /** A reply ended (done, stopped or failed): `reply` is the final message when there is one. */
   onReplyFinished(reply: MessageView | null): void;
   onThermal(notice: ThermalNotice): void;
@@ -189,6 +192,7 @@ export function createChat(hooks: ChatHooks): ChatView {
         s.sawUser = true;
         render();
         scrollToBottom();
+        hooks.onUserMessage?.();
         break;
       case "summarizing":
         paintStream();

@@ -80,6 +80,9 @@ function boot(): void {
       title.textContent = item?.title.trim() || "Companion";
       void sidebar.refresh();
     },
+    onUserMessage() {
+      void sidebar.refresh();
+    },
     onReplyFinished(reply) {
       void sidebar.refresh();
       if (reply?.stats) statusLine.showReply(reply.stats);

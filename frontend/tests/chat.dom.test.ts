@@ -66,7 +66,7 @@ describe("chat", () => {
       stop_reply: () => null,
       set_draft: () => null,
     });
-    hooks = { onConversation: vi.fn(), onReplyFinished: vi.fn(), onThermal: vi.fn() };
+    hooks = { onConversation: vi.fn(), onUserMessage: vi.fn(), onReplyFinished: vi.fn(), onThermal: vi.fn() };
     chat = createChat(hooks);
   });
 
@@ -93,6 +93,9 @@ describe("chat", () => {
     const user = $('.message[data-role="user"]');
     expect(user.dataset.seq).toBe("1");
     expect(user.querySelector(".message-text")?.textContent).toBe("Hello there");
+    // the saved message reaches the conversation list while the reply streams
+    expect(hooks.onUserMessage).toHaveBeenCalledTimes(1);
+    expect(hooks.onReplyFinished).not.toHaveBeenCalled();
 
     ch.onmessage({ event: "summarizing", data: null });
     expect($(".summarizing-note").hidden).toBe(false);

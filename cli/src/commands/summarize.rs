@@ -60,7 +60,7 @@ pub fn run(args: Args) -> Result<()> {
     let mut stderr = std::io::stderr();
     let mut drew = false;
     // a base model's notice once the model is at work: a refused input stays one error line
-    let mut base_notice = engine.info().tuning_notice.clone();
+    let mut base_notice = crate::options::base_model_notice(&engine);
     let result = job.run_document(&document, |p| {
         if let Some(notice) = base_notice.take() {
             let _ = writeln!(stderr, "notice: {notice}");

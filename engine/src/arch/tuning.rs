@@ -63,14 +63,14 @@ impl Tuning {
         }
     }
 
-    /// The one sentence a user sees before chatting with a base model.
+    /// The one sentence a user sees before chatting with a base model. It says what to use
+    /// instead, not how: the app and the command line each add where their user does that.
     pub fn notice(self) -> Option<&'static str> {
         match self {
             Self::Base => Some(
                 "This is a base model: it continues the text it is given rather than following \
                  it, so its replies, summaries and tool calls are unreliable; for chat, use an \
-                 instruction-tuned Gemma (a GGUF with \"-it\" in its name), imported in the \
-                 model panel or passed with --model.",
+                 instruction-tuned Gemma (a GGUF with \"-it\" in its name).",
             ),
             Self::Instruct => None,
         }

@@ -47,7 +47,9 @@ pub fn status(state: State<'_, AppState>) -> StatusView {
         thermal,
         thermal_message,
         busy: state.shared.busy(),
-        model_notice: engine.as_ref().and_then(|e| e.info().tuning_notice.clone()),
+        model_notice: engine
+            .as_ref()
+            .and_then(|e| crate::commands::model::base_model_notice(&e.info())),
     }
 }
 

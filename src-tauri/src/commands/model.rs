@@ -87,7 +87,7 @@ pub async fn model_info(state: State<'_, AppState>) -> Result<Option<ModelView>>
         family: info.family.clone(),
         layout: info.description.clone(),
         tuning: info.tuning,
-        tuning_notice: info.tuning_notice.clone(),
+        tuning_notice: base_model_notice(&info),
         parameters: info.parameters,
         quantization: info.quantization.clone(),
         file_bytes: info.file_bytes,
@@ -408,6 +408,12 @@ pub async fn switch_model<R: Runtime>(
     next.model_path = Some(path);
     super::settings::apply(&app, &state, next)?;
     Ok(())
+}
+
+/// The engine's base-model notice, with where a user of the app gets another model.
+pub(crate) fn base_model_notice(info: &engine::ModelInfo) -> Option<String> {
+    let notice = info.tuning_notice.as_deref()?;
+    Some(format!("{notice} Import one in the model panel."))
 }
 
 #[cfg(test)]
