@@ -17,12 +17,16 @@
 //! the lifecycle never fires, and the iOS-only calls answer [`Error::Unsupported`] — except
 //! with the `fake-os` feature, where [`FakeOs`] stands in for iOS in tests.
 
+// Tauri's plugin shape (plugins-workspace, `tauri plugin new`): `desktop.rs` and `mobile.rs`
+// with the same `Platform` API. Tauri gates them with `cfg(desktop)` / `cfg(mobile)`; the mobile
+// side here is iOS's alone (Companion has no Android build), so the gate is the target OS and an
+// Android build would get the desktop side's answers.
+#[cfg(not(target_os = "ios"))]
+mod desktop;
 mod error;
 mod events;
 #[cfg(target_os = "ios")]
-mod ios;
-#[cfg(not(target_os = "ios"))]
-mod other;
+mod mobile;
 
 use std::path::PathBuf;
 
@@ -30,16 +34,16 @@ use serde::{Deserialize, Serialize};
 use tauri::plugin::{Builder, TauriPlugin};
 use tauri::{Manager, Runtime};
 
+#[cfg(all(not(target_os = "ios"), feature = "fake-os"))]
+pub use desktop::FakeOs;
 pub use error::{Error, Result};
 pub use events::{DeviceThermalState, EventHandler, MobileEvent};
-#[cfg(all(not(target_os = "ios"), feature = "fake-os"))]
-pub use other::FakeOs;
 
+#[cfg(not(target_os = "ios"))]
+use desktop::Platform;
 use events::Dispatcher;
 #[cfg(target_os = "ios")]
-use ios::Platform;
-#[cfg(not(target_os = "ios"))]
-use other::Platform;
+use mobile::Platform;
 
 /// Whether this build has the tests' stand-in for iOS ([`FakeOs`]).
 pub const HAS_FAKE_OS: bool = cfg!(all(not(target_os = "ios"), feature = "fake-os"));

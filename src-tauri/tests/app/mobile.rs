@@ -1,5 +1,5 @@
 //! The app's side of the iOS bridge (src/mobile_bridge.rs), driven by the mobile plugin's fake
-//! OS (mobile/src/other.rs, feature `fake-os`), which sends the events the Swift side sends,
+//! OS (mobile/src/desktop.rs, feature `fake-os`), which sends the events the Swift side sends,
 //! through the same dispatcher, to the app on Tauri's mock runtime with the real model:
 //! entering the background snapshots and flushes (and stops a streaming reply, kept as
 //! partial and announced on return), a memory warning drops the draft and shrinks the context
