@@ -117,6 +117,14 @@ impl Backend for HostBackend<'_> {
             seq,
             vis: &vis,
             softcap: spec.softcap,
+            cells: crate::cpu::ggml_attention::n_kv(
+                view.capacity,
+                if spec.sliding {
+                    (start + seq).min(view.capacity)
+                } else {
+                    start + seq
+                },
+            ),
         });
         release_scratch(qt);
         Ok(out)

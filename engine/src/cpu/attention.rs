@@ -1,23 +1,29 @@
-//! CPU attention with llama.cpp's numerics for a prompt: ggml's tiled `flash_attn_ext` CPU
-//! kernel (`ggml/src/ggml-cpu/ops.cpp`, `ggml_compute_forward_flash_attn_ext_tiled`), which
-//! llama.cpp runs for batches of 64 query rows or more. Q stays f32 and K and V (stored as
-//! f16) are read as f32; slots are visited in tiles of 64; an online softmax keeps each query
-//! row's running max `M` and sum `S` (rescaling the row's output when the max grows); the
-//! probabilities of a tile of 64 queries times the V tile are one f32 matrix product
-//! ([`gemm_acc`]); at the end each row is divided by `S`. A tile no query may see is skipped,
-//! which is what makes a causal prompt cost half a square.
+//! CPU attention over the f16 cache. Two kernels, picked by the kernel table:
 //!
-//! Fewer than 64 query rows (decode, short drafts) take exactly the same steps one query at a
-//! time: each score is one 8-lane fused multiply-add chain over the head dimension and one
-//! horizontal sum in both paths, the softmax updates are the same code, and a V row is added
-//! with the same fused multiply-adds in the same order as the matrix product adds it. So a
-//! query's output does not depend on how many queries were computed with it, bit for bit —
-//! which is what lets a prompt prefilled in chunks (or typed as drafts) continue exactly as
-//! one prefilled at once: a last-bit difference here would reach the next layer's 8-bit
-//! activation quantization and could flip a rounding. (llama.cpp's own one-query kernel
-//! accumulates V in f16 instead; its prompt kernel, followed here, does not.)
+//! - On x86-64 (the AVX2 and AVX-512 tables) it is llama.cpp's own CPU flash attention, bit for
+//!   bit ([`super::ggml_attention`]): its tiled kernel for 64 query rows or more, its one-query
+//!   kernel (V summed in f16) below that, its split for a decode step over 512 cells or more.
+//!   That is what puts the CPU path at llama.cpp's own distance from the references (issue 43:
+//!   random-weight Gemma 3 and 4 files amplify any last-bit difference in attention into
+//!   0.05-0.14 mean |Δ logprob|). Like llama.cpp's, its result for a query depends on how many
+//!   queries came with it, so a prompt prefilled in chunks (or typed as drafts) continues as
+//!   llama.cpp's server continues a cached prompt, not bit for bit as one prefilled at once.
+//! - Elsewhere (portable, NEON) it is the chunk-invariant kernel below, which follows ggml's
+//!   tiled prompt kernel (`ggml/src/ggml-cpu/ops.cpp`, `ggml_compute_forward_flash_attn_ext_tiled`)
+//!   for every batch. Q stays f32 and K and V (stored as f16) are read as f32; slots are
+//!   visited in tiles of 64; an online softmax keeps each query row's running max `M` and sum
+//!   `S` (rescaling the row's output when the max grows); the probabilities of a tile of 64
+//!   queries times the V tile are one f32 matrix product ([`gemm_acc`]); at the end each row is
+//!   divided by `S`. A tile no query may see is skipped, which is what makes a causal prompt
+//!   cost half a square. Fewer than 64 query rows (decode, short drafts) take exactly the same
+//!   steps one query at a time: each score is one 8-lane fused multiply-add chain over the head
+//!   dimension and one horizontal sum in both paths, the softmax updates are the same code, and
+//!   a V row is added with the same fused multiply-adds in the same order as the matrix product
+//!   adds it. So a query's output does not depend on how many queries were computed with it,
+//!   bit for bit. (llama.cpp's ARM build computes its one-query kernel in NEON f16 arithmetic,
+//!   which this does not follow.)
 //!
-//! Working directly on the cache also avoids building a mask tensor and copying K/V.
+//! Working directly on the cache avoids building a mask tensor and copying K/V.
 
 use half::f16;
 use half::slice::HalfFloatSliceExt;
@@ -46,7 +52,7 @@ pub(crate) enum SlotPositions<'a> {
 
 impl Visibility<'_> {
     #[inline]
-    fn visible(&self, slot: usize, q_pos: usize) -> bool {
+    pub(crate) fn visible(&self, slot: usize, q_pos: usize) -> bool {
         let p = match self.slot_pos {
             SlotPositions::Identity => slot,
             SlotPositions::Ring(r) => match r[slot] {
@@ -75,15 +81,17 @@ pub(crate) struct Inputs<'a> {
     pub vis: &'a Visibility<'a>,
     /// `cap · tanh(score / cap)` on every score (Gemma 2's attention soft-cap).
     pub softcap: Option<f32>,
+    /// llama.cpp's `n_kv` for this step (`ggml_attention::n_kv`).
+    pub cells: usize,
 }
 
 impl Inputs<'_> {
-    fn query(&self, h: usize, qi: usize) -> &[f32] {
+    pub(crate) fn query(&self, h: usize, qi: usize) -> &[f32] {
         &self.q[(h * self.seq + qi) * self.d..][..self.d]
     }
 
     /// K and V rows of head `h`'s KV head.
-    fn kv(&self, h: usize) -> (&[f16], &[f16]) {
+    pub(crate) fn kv(&self, h: usize) -> (&[f16], &[f16]) {
         let kvh = h / (self.n_head / self.n_kv);
         let base = kvh * self.slots * self.d;
         let len = self.used * self.d;
@@ -93,6 +101,14 @@ impl Inputs<'_> {
 
 /// Returns `[seq, n_head * d]`; see the module docs.
 pub(crate) fn attention(inputs: &Inputs<'_>) -> Vec<f32> {
+    match super::kernels().ggml_attention.as_ref() {
+        Some(kernels) => super::ggml_attention::attention(inputs, kernels),
+        None => chunk_invariant(inputs),
+    }
+}
+
+/// The kernel of the module docs: a query's output whatever the batch it came in.
+fn chunk_invariant(inputs: &Inputs<'_>) -> Vec<f32> {
     let (seq, n_head, d) = (inputs.seq, inputs.n_head, inputs.d);
     // every row is written: a query tile's copy, or `one_query`'s (which starts from zeros)
     let mut out = super::scratch::overwritten(seq * n_head * d);
@@ -346,7 +362,7 @@ mod tests {
             window: Some(window),
         };
         let (k16, v16) = (to_f16(&k), to_f16(&v));
-        let out = attention(&Inputs {
+        let out = chunk_invariant(&Inputs {
             q: &q,
             k: &k16,
             v: &v16,
@@ -359,6 +375,7 @@ mod tests {
             seq,
             vis: &vis,
             softcap: None,
+            cells: 256,
         });
         for qi in 0..seq {
             for h in 0..n_head {
@@ -423,7 +440,7 @@ mod tests {
             window: None,
         };
         let inputs = |q: &'_ [f32], used, start, seq| {
-            attention(&Inputs {
+            chunk_invariant(&Inputs {
                 q,
                 k: &k,
                 v: &v,
@@ -436,6 +453,7 @@ mod tests {
                 seq,
                 vis: &vis,
                 softcap: None,
+                cells: 256,
             })
         };
         let tiled = inputs(&q, 100, 0, 100);

@@ -1,13 +1,22 @@
 //! F16 weights (Gemma 4's `per_layer_model_proj`, which llama-quantize never quantizes) times
 //! f32 activations, as ggml's CPU does it: the activations are rounded to f16 first (the F16
-//! type's `vec_dot_type` is F16), then each dot product runs in f32 over four 8-lane
-//! accumulators of 32 values a step (`ggml_vec_dot_f16`, `GGML_F16_STEP` 32), which are reduced
-//! pairwise (`GGML_F32x8_REDUCE`); a tail shorter than 32 is added value by value.
+//! type's `vec_dot_type` is F16), then each output is an f32 dot product whose order depends on
+//! the instruction set and on how many activation rows are multiplied at once:
+//! - one row: `ggml_vec_dot_f16` — `GGML_F16_STEP` values a step into four accumulators of
+//!   `GGML_F16_EPR` lanes (AVX2: 32 and 8, AVX-512: 64 and 16), reduced 0+2, 1+3, 0+1, then
+//!   across lanes; a tail shorter than a step added value by value in double;
+//! - two rows or more, on x86: llamafile's `tinyBLAS` (`ggml-cpu/llamafile/sgemm.cpp`, which
+//!   `ggml_compute_forward_mul_mat` tries first for F16 × F16) — one accumulator of 8 (AVX2)
+//!   or 16 (AVX-512) lanes over the whole row, the tail loaded zero-padded, then its `hsum`.
+//!
+//! Other CPUs (portable, NEON) take the AVX2 one-row order for every row: Gemma 4 on those is
+//! not held to llama.cpp's bits (see `cpu::kquants`).
 
 use half::f16;
 use half::slice::HalfFloatSliceExt;
 use rayon::prelude::*;
 
+use super::Isa;
 use crate::gguf::WeightBytes;
 
 #[derive(Debug)]
@@ -48,6 +57,7 @@ impl F16Matrix {
     /// `x` `[m, k]` → `[m, n]`.
     pub fn matmul(&self, x: &[f32], m: usize) -> Vec<f32> {
         let k = self.k;
+        let dot = Order::of(super::kernels().isa, m).dot();
         // the activations as ggml sees them: rounded to f16
         let mut halves = vec![f16::ZERO; m * k];
         halves.convert_from_f32_slice(x);
@@ -83,27 +93,86 @@ impl F16Matrix {
     }
 }
 
-/// ggml's `ggml_vec_dot_f16` summation order on 8-lane vectors.
-fn dot(w: &[f32], x: &[f32]) -> f32 {
-    let steps = w.len() / 32;
-    let mut acc = [[0f32; 8]; 4];
+/// Which of ggml's F16 dot products an output gets (see the module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Order {
+    /// `ggml_vec_dot_f16` with `LANES`-lane accumulators.
+    VecDot(usize),
+    /// `tinyBLAS` with one `LANES`-lane accumulator.
+    TinyBlas(usize),
+}
+
+impl Order {
+    fn of(isa: Isa, m: usize) -> Self {
+        match (isa, m) {
+            (Isa::Avx512, 1) => Order::VecDot(16),
+            (Isa::Avx512, _) => Order::TinyBlas(16),
+            (Isa::Avx2, 2..) => Order::TinyBlas(8),
+            _ => Order::VecDot(8),
+        }
+    }
+
+    fn dot(self) -> fn(&[f32], &[f32]) -> f32 {
+        match self {
+            Order::VecDot(16) => vec_dot::<16>,
+            Order::VecDot(_) => vec_dot::<8>,
+            Order::TinyBlas(16) => tiny_blas::<16>,
+            Order::TinyBlas(_) => tiny_blas::<8>,
+        }
+    }
+}
+
+/// The sum of `LANES` (8 or 16) lanes as x86 reduces a register: AVX-512's
+/// `_mm512_reduce_add_ps` as GCC's header computes it (halves of 8, then of 4, then pairs),
+/// AVX2's `hsum_float_8` / tinyBLAS's `hsum` (halves of 4, then pairs).
+pub(crate) fn reduce_lanes<const LANES: usize>(v: &[f32; LANES]) -> f32 {
+    const { assert!(LANES == 8 || LANES == 16) };
+    let mut t = [0f32; 16];
+    t[..LANES].copy_from_slice(v);
+    let mut len = LANES;
+    while len > 4 {
+        len /= 2;
+        for i in 0..len {
+            t[i] += t[i + len];
+        }
+    }
+    (t[0] + t[2]) + (t[1] + t[3])
+}
+
+/// `ggml_vec_dot_f16` (one activation row).
+fn vec_dot<const LANES: usize>(w: &[f32], x: &[f32]) -> f32 {
+    let step = 4 * LANES;
+    let steps = w.len() / step;
+    let mut acc = [[0f32; LANES]; 4];
     for s in 0..steps {
         for (j, a) in acc.iter_mut().enumerate() {
-            let at = s * 32 + j * 8;
+            let at = s * step + j * LANES;
             for (l, lane) in a.iter_mut().enumerate() {
                 *lane = w[at + l].mul_add(x[at + l], *lane);
             }
         }
     }
-    // GGML_F32x8_REDUCE: 0 += 2, 1 += 3, then 0 += 1, then the 8 lanes
-    let add = |a: [f32; 8], b: [f32; 8]| -> [f32; 8] { std::array::from_fn(|l| a[l] + b[l]) };
+    // GGML_F32x{8,16}_REDUCE: 0 += 2, 1 += 3, then 0 += 1, then the lanes
+    let add =
+        |a: [f32; LANES], b: [f32; LANES]| -> [f32; LANES] { std::array::from_fn(|l| a[l] + b[l]) };
     let lanes = add(add(acc[0], acc[2]), add(acc[1], acc[3]));
-    let halves: [f32; 4] = std::array::from_fn(|l| lanes[l] + lanes[l + 4]);
-    let mut sum = ((halves[0] + halves[1]) + (halves[2] + halves[3])) as f64;
-    for i in steps * 32..w.len() {
+    let mut sum = reduce_lanes(&lanes) as f64;
+    for i in steps * step..w.len() {
         sum += (w[i] * x[i]) as f64;
     }
     sum as f32
+}
+
+/// llamafile's `tinyBLAS` for one output (two activation rows or more, x86).
+fn tiny_blas<const LANES: usize>(w: &[f32], x: &[f32]) -> f32 {
+    let mut acc = [0f32; LANES];
+    for (wc, xc) in w.chunks(LANES).zip(x.chunks(LANES)) {
+        // a short last chunk is `load_partial`'s zero-padded vector: its missing lanes add 0·0
+        for (a, (&wv, &xv)) in acc.iter_mut().zip(wc.iter().zip(xc)) {
+            *a = wv.mul_add(xv, *a);
+        }
+    }
+    reduce_lanes(&acc)
 }
 
 #[cfg(test)]

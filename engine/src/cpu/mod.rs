@@ -23,6 +23,7 @@ pub mod f16;
 pub mod features;
 pub mod formats;
 pub mod gemm;
+pub(crate) mod ggml_attention;
 pub mod kquants;
 pub mod ops;
 pub mod portable;
@@ -88,6 +89,17 @@ pub(crate) struct KKernels {
     pub prompt: Option<KPrompt>,
     /// Decode tile (`kquants::Q4K_DECODE_ROWS` weight rows × one activation row).
     pub decode: Option<KTile<{ kquants::Q4K_DECODE_ROWS }, 1>>,
+    /// Where llama.cpp multiplies batches of at least `kquants::TILED_MIN_ROWS` rows in a
+    /// different order than it multiplies fewer (x86 Q6_K, see `x86::tiled_fold`): the one-row
+    /// kernel and prompt tiles for those batches.
+    pub tiled: Option<KTiled>,
+}
+
+/// A table's kernels for batches of at least `kquants::TILED_MIN_ROWS` activation rows.
+#[derive(Clone, Copy)]
+pub(crate) struct KTiled {
+    pub dot: KDot,
+    pub prompt: KPrompt,
 }
 
 /// A table's K-quant prompt tiles: × `kquants::PROMPT_TILE` activation rows, then
@@ -116,6 +128,19 @@ pub(crate) struct AttentionKernels {
     pub mad: fn(&mut [f32], &[F16], f32),
 }
 
+/// ggml's flash-attention inner loops (`ggml_attention`), on tables whose attention follows
+/// llama.cpp's x86 build bit for bit.
+pub(crate) struct GgmlAttentionKernels {
+    /// `ggml_vec_dot_f16` in the AVX-512 build's order.
+    pub dot_f16: fn(&[F16], &[F16]) -> f32,
+    /// `ggml_vec_mad_f16`: `y = f16(x · v + y)`.
+    pub mad_f16: fn(&mut [F16], &[F16], f32),
+    /// `ggml_vec_scale_f16`: `y = f16(y · v)`.
+    pub scale_f16: fn(&mut [F16], f32),
+    /// `ggml_vec_soft_max_f32` on a tile row: `exp(x − max)` in place, and the sum.
+    pub soft_max: fn(&mut [f32], f32) -> f64,
+}
+
 /// Quantizes rows to Q8_K: `(x, quants, block sums, scales)`.
 pub(crate) type QuantizeQ8K = fn(&[f32], &mut [i8], &mut [i16], &mut [f32]);
 /// `c[m × n] += a[m × k] · b[k × n]`, row-major: `(c, a, b, m, k, n)`.
@@ -136,6 +161,9 @@ pub struct Kernels {
     pub(crate) q4_k: KKernels,
     pub(crate) q6_k: KKernels,
     pub(crate) attention: Option<AttentionKernels>,
+    /// Where attention is llama.cpp's x86 flash attention (`ggml_attention`) rather than the
+    /// chunk-invariant kernel of `attention`.
+    pub(crate) ggml_attention: Option<GgmlAttentionKernels>,
     pub(crate) gemm_acc: GemmAcc,
     pub(crate) geglu: fn(&mut [f32], &[f32], &[F16]),
 }

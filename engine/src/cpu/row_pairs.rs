@@ -5,8 +5,7 @@
 //! contiguous run, where the row-major layouts
 //! ([`super::quantize::Q8KRows`], [`Q8Rows`] with its [`super::blocks::LaneSums`]) need two
 //! loads and an insert per register, and per-row terms the tiles used to recompute for every
-//! weight row (Q4_K's sums of 32 quants, the negated scales of its mins term) are formed once
-//! per quantization.
+//! weight row (Q4_K's sums of 32 quants for its mins term) are formed once per quantization.
 //!
 //! The values are the row-major ones moved, or combined exactly as the tiles combined them
 //! (the sums of 32 are `_mm_hadd_epi16`'s wrapping i16 sums), so outputs do not change. Building
@@ -86,8 +85,6 @@ pub(crate) struct Q8KPairs {
     pub d: Vec<f32>,
     /// `[quad q][block][row 4q + r: 8 sums of 32 quants]`, r = 0..4.
     pub sums32: Vec<i16>,
-    /// `[quad q][block][row 4q + r: −d × 4]`, r = 0..4.
-    pub neg_d: Vec<f32>,
 }
 
 /// One pair's sums and scales to fill, with the pair's index.
@@ -97,9 +94,8 @@ type PairSums<'a, S> = (usize, (&'a mut [S], &'a mut [f32]));
 pub(crate) const PAIR_QS: usize = 2 * QK_K;
 pub(crate) const PAIR_BSUMS: usize = 2 * BSUMS;
 pub(crate) const PAIR_D: usize = 16;
-/// Per quad and block: sums of 32, negated scales.
+/// Per quad and block: sums of 32.
 pub(crate) const QUAD_SUMS32: usize = 4 * SUBS;
-pub(crate) const QUAD_NEG_D: usize = 16;
 
 impl Q8KPairs {
     /// The rearrangement of `m` rows of `nb` super-blocks (`d`, `qs`, `bsums` row-major as in
@@ -122,7 +118,6 @@ impl Q8KPairs {
             bsums: vec![0; pairs * nb * PAIR_BSUMS],
             d: vec![0.0; pairs * nb * PAIR_D],
             sums32: vec![0; quads * nb * QUAD_SUMS32],
-            neg_d: vec![0.0; quads * nb * QUAD_NEG_D],
         };
         let pair = |(p, (bsums_p, d_p)): PairSums<'_, i16>| {
             for i in 0..nb {
@@ -134,7 +129,7 @@ impl Q8KPairs {
                 }
             }
         };
-        let quad = |(q, (sums_q, neg_q)): (usize, (&mut [i16], &mut [f32]))| {
+        let quad = |(q, sums_q): (usize, &mut [i16])| {
             for i in 0..nb {
                 for r in 0..4 {
                     let blk = (4 * q + r) * nb + i;
@@ -145,7 +140,6 @@ impl Q8KPairs {
                     {
                         *s = b[2 * l].wrapping_add(b[2 * l + 1]);
                     }
-                    neg_q[i * QUAD_NEG_D + r * 4..][..4].fill(-d[blk]);
                 }
             }
         };
@@ -157,7 +151,6 @@ impl Q8KPairs {
                 .for_each(pair);
             out.sums32
                 .par_chunks_exact_mut(nb * QUAD_SUMS32)
-                .zip(out.neg_d.par_chunks_exact_mut(nb * QUAD_NEG_D))
                 .enumerate()
                 .for_each(quad);
         } else if nb > 0 {
@@ -168,7 +161,6 @@ impl Q8KPairs {
                 .for_each(pair);
             out.sums32
                 .chunks_exact_mut(nb * QUAD_SUMS32)
-                .zip(out.neg_d.chunks_exact_mut(nb * QUAD_NEG_D))
                 .enumerate()
                 .for_each(quad);
         }
@@ -279,8 +271,6 @@ mod tests {
                         let sum: i16 = quants.iter().map(|&q| q as i16).sum();
                         assert_eq!(p.sums32[at + l], sum);
                     }
-                    let at = i * QUAD_NEG_D + row * 4;
-                    assert!(p.neg_d[at..at + 4].iter().all(|&v| v == -d[row * nb + i]));
                 }
             }
         }

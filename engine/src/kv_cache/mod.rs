@@ -102,6 +102,8 @@ pub(crate) struct HostView<'a> {
     pub v: &'a [f16],
     pub slots: usize,
     pub used: usize,
+    /// The layer's size in slots once the whole context is written (the ring, or the context).
+    pub capacity: usize,
     pub ring_positions: &'a [Option<usize>],
 }
 
@@ -485,11 +487,17 @@ impl KvCache {
         let LayerData::Host { k, v, .. } = &self.layers[i].data else {
             candle_core::bail!("kv cache: host view of a device cache");
         };
+        let capacity = if self.layers[i].sliding {
+            self.ring
+        } else {
+            self.context
+        };
         Ok(HostView {
             k,
             v,
             slots,
             used: end.min(slots),
+            capacity,
             ring_positions: &self.ring_pos,
         })
     }

@@ -105,8 +105,8 @@ impl RopeTable {
                 let (a, b) = head[..2 * half].split_at_mut(half);
                 for j in 0..half {
                     let (x0, x1) = (a[j], b[j]);
-                    a[j] = x0 * cos[j] - x1 * sin[j];
-                    b[j] = x0 * sin[j] + x1 * cos[j];
+                    a[j] = x0.mul_add(cos[j], -(x1 * sin[j]));
+                    b[j] = x0.mul_add(sin[j], x1 * cos[j]);
                 }
             }
         }

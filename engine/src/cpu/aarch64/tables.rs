@@ -187,6 +187,8 @@ macro_rules! table {
                 decode: Some(|w, q, i, out| unsafe {
                     $m::q4_k_tile::<Q4K_DECODE_ROWS, 1, Q4K_DECODE_ROWS>(w, q, i, out)
                 }),
+                // llama.cpp's tiled K-quant matmul is x86's
+                tiled: None,
             },
             q6_k: KKernels {
                 dot: |w, y| unsafe { $m::q6_k_dot(w, y) },
@@ -200,11 +202,14 @@ macro_rules! table {
                 )),
                 // as on x86: Q6_K's decode is per weight row either way
                 decode: None,
+                tiled: None,
             },
             attention: Some(AttentionKernels {
                 scores4: |q, k, keys| unsafe { attention::scores4(q, k, keys) },
                 mad: |o, v, p| unsafe { attention::mad(o, v, p) },
             }),
+            // llama.cpp's ARM build accumulates attention in NEON f16 arithmetic: not followed
+            ggml_attention: None,
             gemm_acc: |c, a, b, m, k, n| unsafe { gemm::gemm_acc(c, a, b, m, k, n) },
             geglu: |g, u, t| unsafe { ops::geglu(g, u, t) },
         }

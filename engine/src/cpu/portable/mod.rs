@@ -31,13 +31,16 @@ pub(crate) fn kernels() -> Kernels {
             dot: kquants::dot_q4_k,
             prompt: None,
             decode: None,
+            tiled: None,
         },
         q6_k: KKernels {
             dot: kquants::dot_q6_k,
             prompt: None,
             decode: None,
+            tiled: None,
         },
         attention: None,
+        ggml_attention: None,
         gemm_acc: gemm_acc_portable,
         geglu: geglu_portable,
     }

@@ -18,6 +18,62 @@ pub(crate) fn hsum(v: __m256) -> f32 {
     _mm_cvtss_f32(s)
 }
 
+/// Sum of the 8 i32 lanes (exact while it fits, as the K-quant block sums always do).
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) fn hsum_i32(v: __m256i) -> i32 {
+    let s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256::<1>(v));
+    hsum_i32_4(s)
+}
+
+/// Sum of the 4 i32 lanes.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) fn hsum_i32_4(v: __m128i) -> i32 {
+    let s = _mm_add_epi32(v, _mm_shuffle_epi32::<0b01_00_11_10>(v));
+    let s = _mm_add_epi32(s, _mm_shuffle_epi32::<0b10_11_00_01>(s));
+    _mm_cvtsi128_si32(s)
+}
+
+/// The 4 i32 lanes.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) fn lanes_i32(v: __m128i) -> [i32; 4] {
+    [
+        _mm_cvtsi128_si32(v),
+        _mm_extract_epi32::<1>(v),
+        _mm_extract_epi32::<2>(v),
+        _mm_extract_epi32::<3>(v),
+    ]
+}
+
+/// Q4_K integer sums folded into an output as llama.cpp's x86 build does. Its weights are
+/// repacked (`ggml_repack_get_optimal_repack_type`: Q4_K with AVX2 and a row count divisible
+/// by 8 — every Gemma matrix) and multiplied by `ggml_gemv_q4_K_8x8_q8_K` (one activation
+/// row: decode, and the last `m mod 4` rows of a prompt) or `ggml_gemm_q4_K_8x8_q8_K` (the
+/// other rows, in fours; `ggml-cpu/arch/x86/repack.cpp`). Both add integer sums up exactly and
+/// fold them in with one fused multiply-add each, `acc += f32(Σ scale·q4·q8) · (d_w·d_y)` and
+/// `acc_min += f32(Σ min·bsum) · (dmin_w·d_y)`; the output is `acc − acc_min`. The gemv folds
+/// once per super-block, the gemm once per pair of 32-value sub-blocks (four times per
+/// super-block), so the same row rounds differently in the two.
+#[inline]
+pub(crate) fn q4_k_fold(acc: &mut [f32; 2], sum: i32, min_sum: i32, dw: f32, dminw: f32, dy: f32) {
+    acc[0] = (sum as f32).mul_add(dw * dy, acc[0]);
+    acc[1] = (min_sum as f32).mul_add(dminw * dy, acc[1]);
+}
+
+/// A K-quant super-block's integer sum folded into an output as ggml's tiled K-quant matmul
+/// does (`ggml-cpu/tiled/`, taken by every non-repacked K-quant matrix — on x86 Q6_K — when
+/// at least 8 activation rows are multiplied at once, `ggml_tiled_min_batch`): the block's
+/// integer sum exact, scaled by the weight's `d`, then fused into the output with the
+/// activation's `d` — `acc = fma(f32(Σ) · d_w, d_y, acc)` — where the one-row `vec_dot` fuses
+/// `d_w · d_y` into 8 lanes and sums them at the end. Both its AVX2 and its VNNI microtiles
+/// compute this (`tiled_run_microtile_avx2`, `tiled_run_micro_vnni_8x16`).
+#[inline]
+pub(crate) fn tiled_fold(acc: &mut f32, sum: i32, dw: f32, dy: f32) {
+    *acc = (sum as f32 * dw).mul_add(dy, *acc);
+}
+
 /// How far ahead of the block being read the weight stream is prefetched. Decode streams each
 /// weight once (178 MB for the 262k-row output projection alone) and the hardware prefetcher
 /// alone kept one core at ~6 GB/s against ~15 GB/s for a plain read; a software prefetch 4 KiB

@@ -8,7 +8,9 @@
 use crate::cpu::formats::q4_k::{BYTES as Q4_K_BYTES, scales_mins as q4_k_scales_mins};
 use crate::cpu::formats::{QK_K, q6_k::BYTES as Q6_K_BYTES};
 use crate::cpu::quantize::{BSUMS, Q8KRow, Q8KRows};
-use crate::cpu::x86::{hsum, prefetch_tile};
+use crate::cpu::x86::{
+    hsum, hsum_i32, hsum_i32_4, lanes_i32, prefetch_tile, q4_k_fold, tiled_fold,
+};
 use std::arch::x86_64::*;
 
 /// ggml `get_scale_shuffle_k4(i)`: bytes `2i, 2i+1` repeated, broadcasting i16 lane `i`.
@@ -48,13 +50,10 @@ fn check_lengths(w: &[u8], block_bytes: usize, y: Q8KRow<'_>) -> usize {
 pub(crate) fn vec_dot_q4_k_q8_k(w: &[u8], y: Q8KRow<'_>) -> f32 {
     let nb = check_lengths(w, Q4_K_BYTES, y);
     let m4 = _mm256_set1_epi8(0xF);
-    let mut acc = _mm256_setzero_ps();
-    let mut acc_m = _mm_setzero_ps();
+    let mut acc = [0f32; 2];
     for i in 0..nb {
         let blk = &w[i * Q4_K_BYTES..(i + 1) * Q4_K_BYTES];
         let dd = f16_pair(u32::from_le_bytes([blk[0], blk[1], blk[2], blk[3]]));
-        let d = y.d[i] * _mm_cvtss_f32(dd);
-        let dmin = -y.d[i] * _mm_cvtss_f32(_mm_movehdup_ps(dd));
         let utmp = q4_k_scales_mins(&blk[4..16]);
         // 8 scales then 8 mins, widened to i16.
         let mins_and_scales = _mm256_cvtepu8_epi16(_mm_set_epi32(
@@ -73,7 +72,6 @@ pub(crate) fn vec_dot_q4_k_q8_k(w: &[u8], y: Q8KRow<'_>) -> f32 {
             _mm256_extracti128_si256::<1>(q8sums),
         );
         let prod = _mm_madd_epi16(_mm256_extracti128_si256::<1>(mins_and_scales), q8s);
-        acc_m = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(prod), acc_m);
 
         let sc128 = _mm256_extracti128_si256::<0>(mins_and_scales);
         let scales = _mm256_set_m128i(sc128, sc128);
@@ -103,27 +101,33 @@ pub(crate) fn vec_dot_q4_k_q8_k(w: &[u8], y: Q8KRow<'_>) -> f32 {
             let p16h = _mm256_madd_epi16(scale_h, _mm256_maddubs_epi16(q4h, q8h));
             sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(p16l, p16h));
         }
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+        q4_k_fold(
+            &mut acc,
+            hsum_i32(sumi),
+            hsum_i32_4(prod),
+            _mm_cvtss_f32(dd),
+            _mm_cvtss_f32(_mm_movehdup_ps(dd)),
+            y.d[i],
+        );
     }
-    let acc_m = _mm_add_ps(acc_m, _mm_movehl_ps(acc_m, acc_m));
-    let acc_m = _mm_add_ss(acc_m, _mm_movehdup_ps(acc_m));
-    hsum(acc) + _mm_cvtss_f32(acc_m)
+    acc[0] - acc[1]
 }
 
+/// ggml's `vec_dot_q6_K_q8_K` (`TILED` false) or, with the same integer sums, one output of its
+/// tiled matmul (`TILED` true, see `tiled_fold`), which a batch of 8 or more rows takes.
 #[target_feature(enable = "avx2,fma,f16c")]
-pub(crate) fn vec_dot_q6_k_q8_k(w: &[u8], y: Q8KRow<'_>) -> f32 {
+pub(crate) fn vec_dot_q6_k_q8_k<const TILED: bool>(w: &[u8], y: Q8KRow<'_>) -> f32 {
     let nb = check_lengths(w, Q6_K_BYTES, y);
     let m3 = _mm256_set1_epi8(3);
     let m15 = _mm256_set1_epi8(15);
     let mut acc = _mm256_setzero_ps();
+    let mut tiled_acc = 0f32;
     for i in 0..nb {
         let blk = &w[i * Q6_K_BYTES..(i + 1) * Q6_K_BYTES];
         prefetch_tile::<1>(w, i, Q6_K_BYTES);
+        let dw = f16_splat(u16::from_le_bytes([blk[208], blk[209]]));
         // y.d[i] · d in every lane.
-        let d = _mm256_mul_ps(
-            _mm256_set1_ps(y.d[i]),
-            f16_splat(u16::from_le_bytes([blk[208], blk[209]])),
-        );
+        let d = _mm256_mul_ps(_mm256_set1_ps(y.d[i]), dw);
         let q4 = blk.as_ptr();
         let qh = blk[128..].as_ptr();
         let q8 = y.qs[i * QK_K..].as_ptr();
@@ -186,9 +190,14 @@ pub(crate) fn vec_dot_q6_k_q8_k(w: &[u8], y: Q8KRow<'_>) -> f32 {
             sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(p16_2, p16_3));
         }
         let sumi = _mm256_sub_epi32(sumi, q8sclsub);
-        acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sumi), acc);
+        if TILED {
+            let dw = _mm256_cvtss_f32(dw);
+            tiled_fold(&mut tiled_acc, hsum_i32(sumi), dw, y.d[i]);
+        } else {
+            acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sumi), acc);
+        }
     }
-    hsum(acc)
+    if TILED { tiled_acc } else { hsum(acc) }
 }
 
 /// The two f16 values in `bits` (the first in the low half) as f32 lanes 0 and 1, through
@@ -325,19 +334,20 @@ pub(crate) fn tile_q4_k<const RM: usize, const RN: usize>(
     let y = tile_rows::<RM, RN>(&w, Q4_K_BYTES, q, i0);
     let nb = q.blocks_per_row;
     let m4 = _mm256_set1_epi8(0xF);
-    let mut acc = [[_mm256_setzero_ps(); RN]; RM];
-    let mut acc_m = [[_mm_setzero_ps(); RN]; RM];
+    let mut acc = [[[0f32; 2]; RN]; RM];
     for i in 0..nb {
-        let mut dw = [_mm256_setzero_ps(); RM];
-        let mut dminw = [_mm_setzero_ps(); RM];
+        let mut dw = [0f32; RM];
+        let mut dminw = [0f32; RM];
+        // lane `j` of each: sub-blocks 2j and 2j + 1's mins times their activation sums
+        let mut min_terms = [[_mm_setzero_si128(); RN]; RM];
         let mut mins = [_mm_setzero_si128(); RM];
         let mut scales = [_mm256_setzero_si256(); RM];
         prefetch_tile::<RM>(w[0], i, Q4_K_BYTES);
         for rm in 0..RM {
             let blk = &w[rm][i * Q4_K_BYTES..(i + 1) * Q4_K_BYTES];
             let dd = f16_pair(u32::from_le_bytes([blk[0], blk[1], blk[2], blk[3]]));
-            dw[rm] = _mm256_broadcastss_ps(dd);
-            dminw[rm] = _mm_broadcastss_ps(_mm_movehdup_ps(dd));
+            dw[rm] = _mm_cvtss_f32(dd);
+            dminw[rm] = _mm_cvtss_f32(_mm_movehdup_ps(dd));
             let utmp = q4_k_scales_mins(&blk[4..16]);
             let mins_and_scales = _mm256_cvtepu8_epi16(_mm_set_epi32(
                 utmp[3] as i32,
@@ -349,7 +359,7 @@ pub(crate) fn tile_q4_k<const RM: usize, const RN: usize>(
             let sc128 = _mm256_extracti128_si256::<0>(mins_and_scales);
             scales[rm] = _mm256_set_m128i(sc128, sc128);
         }
-        let mut dy = [_mm256_setzero_ps(); RN];
+        let mut dy = [0f32; RN];
         for rn in 0..RN {
             // SAFETY: block `i < nb` of each row's `d` and 16 `bsums` (checked in
             // `tile_rows`); unaligned loads.
@@ -359,22 +369,18 @@ pub(crate) fn tile_q4_k<const RM: usize, const RN: usize>(
                     _mm256_loadu_si256(y[rn].bsums.as_ptr().add(i * BSUMS).cast()),
                 )
             };
-            dy[rn] = _mm256_set1_ps(d);
+            dy[rn] = d;
             let q8s = _mm_hadd_epi16(
                 _mm256_extracti128_si256::<0>(q8sums),
                 _mm256_extracti128_si256::<1>(q8sums),
             );
-            // dmin = −d_y · dmin_w, as the one-row kernel's `-y.d[i] * dmin`.
-            let ndy = _mm_set1_ps(-d);
             for rm in 0..RM {
-                let prod = _mm_madd_epi16(mins[rm], q8s);
-                acc_m[rm][rn] = _mm_fmadd_ps(
-                    _mm_mul_ps(ndy, dminw[rm]),
-                    _mm_cvtepi32_ps(prod),
-                    acc_m[rm][rn],
-                );
+                min_terms[rm][rn] = _mm_madd_epi16(mins[rm], q8s);
             }
         }
+        // ggml's gemv (one activation row) folds a super-block's sums in once; its gemm
+        // (activation rows in fours) once per pair of sub-blocks (see `q4_k_fold`)
+        let per_pair = RN > 1;
         let mut sumi = [[_mm256_setzero_si256(); RN]; RM];
         // Bytes 32j.. of the nibbles: sub-block 2j in the low nibbles, 2j + 1 in the high.
         for j in 0..QK_K / 64 {
@@ -397,15 +403,41 @@ pub(crate) fn tile_q4_k<const RM: usize, const RN: usize>(
                 sub_block_dots(&lo, &sc_lo, &y, i * QK_K + 64 * j, &mut sumi);
                 sub_block_dots(&hi, &sc_hi, &y, i * QK_K + 64 * j + 32, &mut sumi);
             }
+            if per_pair {
+                for rm in 0..RM {
+                    for rn in 0..RN {
+                        let lanes = lanes_i32(min_terms[rm][rn]);
+                        q4_k_fold(
+                            &mut acc[rm][rn],
+                            hsum_i32(sumi[rm][rn]),
+                            lanes[j],
+                            dw[rm],
+                            dminw[rm],
+                            dy[rn],
+                        );
+                        sumi[rm][rn] = _mm256_setzero_si256();
+                    }
+                }
+            }
         }
-        accumulate_block(&mut acc, &sumi, &dw, &dy);
+        if !per_pair {
+            for rm in 0..RM {
+                for rn in 0..RN {
+                    q4_k_fold(
+                        &mut acc[rm][rn],
+                        hsum_i32(sumi[rm][rn]),
+                        hsum_i32_4(min_terms[rm][rn]),
+                        dw[rm],
+                        dminw[rm],
+                        dy[rn],
+                    );
+                }
+            }
+        }
     }
     for rm in 0..RM {
         for rn in 0..RN {
-            let a = acc_m[rm][rn];
-            let a = _mm_add_ps(a, _mm_movehl_ps(a, a));
-            let a = _mm_add_ss(a, _mm_movehdup_ps(a));
-            out[rm][rn] = hsum(acc[rm][rn]) + _mm_cvtss_f32(a);
+            out[rm][rn] = acc[rm][rn][0] - acc[rm][rn][1];
         }
     }
 }
@@ -413,9 +445,10 @@ pub(crate) fn tile_q4_k<const RM: usize, const RN: usize>(
 /// `vec_dot_q6_k_q8_k` for `RM` weight rows × `RN` activation rows at once, in the manner
 /// of `tile_q4_k`: each weight row's 6-bit values of a 32-value sub-block recombined once
 /// and used for every activation row. The −32 offset term starts each i32 sum instead of
-/// being subtracted at the end (the same wrapping integer result).
+/// being subtracted at the end (the same wrapping integer result). With `TILED`, each output
+/// is `vec_dot_q6_k_q8_k::<true>`'s instead (ggml's tiled matmul, see `tiled_fold`).
 #[target_feature(enable = "avx2,fma,f16c")]
-pub(crate) fn tile_q6_k<const RM: usize, const RN: usize>(
+pub(crate) fn tile_q6_k<const RM: usize, const RN: usize, const TILED: bool>(
     w: [&[u8]; RM],
     q: &Q8KRows,
     i0: usize,
@@ -424,6 +457,9 @@ pub(crate) fn tile_q6_k<const RM: usize, const RN: usize>(
     let y = tile_rows::<RM, RN>(&w, Q6_K_BYTES, q, i0);
     let nb = q.blocks_per_row;
     let mut acc = [[_mm256_setzero_ps(); RN]; RM];
+    if TILED {
+        *out = [[0.0; RN]; RM];
+    }
     for i in 0..nb {
         let mut dw = [_mm256_setzero_ps(); RM];
         let mut scales = [_mm_setzero_si128(); RM];
@@ -471,11 +507,23 @@ pub(crate) fn tile_q6_k<const RM: usize, const RN: usize>(
                 sub_block_dots(&q, &sc, &y, at + 96, &mut sumi);
             }
         }
-        accumulate_block(&mut acc, &sumi, &dw, &dy);
+        if TILED {
+            for rm in 0..RM {
+                let dw = _mm256_cvtss_f32(dw[rm]);
+                for rn in 0..RN {
+                    let dy = _mm256_cvtss_f32(dy[rn]);
+                    tiled_fold(&mut out[rm][rn], hsum_i32(sumi[rm][rn]), dw, dy);
+                }
+            }
+        } else {
+            accumulate_block(&mut acc, &sumi, &dw, &dy);
+        }
     }
-    for rm in 0..RM {
-        for rn in 0..RN {
-            out[rm][rn] = hsum(acc[rm][rn]);
+    if !TILED {
+        for rm in 0..RM {
+            for rn in 0..RN {
+                out[rm][rn] = hsum(acc[rm][rn]);
+            }
         }
     }
 }

@@ -14,7 +14,9 @@ pub(crate) mod ops;
 use crate::cpu::blocks::{ROWS_1, TILE_M, TILE_N};
 use crate::cpu::kquants::{PROMPT_TAIL, PROMPT_TILE, Q4K_DECODE_ROWS};
 use crate::cpu::quantize::{quantize_q8_0_blocks, quantize_q8_k_row};
-use crate::cpu::{AttentionKernels, BlockKernels, Isa, KKernels, KPrompt, Kernels, OffsetKernels};
+use crate::cpu::{
+    BlockKernels, GgmlAttentionKernels, Isa, KKernels, KPrompt, KTiled, Kernels, OffsetKernels,
+};
 
 /// The table; call only where AVX2, FMA and F16C were detected (`cpu::table` does).
 pub(crate) fn kernels() -> Kernels {
@@ -55,18 +57,34 @@ pub(crate) fn kernels() -> Kernels {
             decode: Some(|w, q, i, out| unsafe {
                 kquants::tile_q4_k::<Q4K_DECODE_ROWS, 1>(w, q, i, out)
             }),
+            // Q4_K is repacked in llama.cpp's x86 build, which has no tiled path for it
+            tiled: None,
         },
         q6_k: KKernels {
-            dot: |w, y| unsafe { kquants::vec_dot_q6_k_q8_k(w, y) },
+            dot: |w, y| unsafe { kquants::vec_dot_q6_k_q8_k::<false>(w, y) },
             prompt: Some(KPrompt::OneRow(
-                |w, q, i, out| unsafe { kquants::tile_q6_k::<1, PROMPT_TILE>(w, q, i, out) },
-                |w, q, i, out| unsafe { kquants::tile_q6_k::<1, PROMPT_TAIL>(w, q, i, out) },
+                |w, q, i, out| unsafe { kquants::tile_q6_k::<1, PROMPT_TILE, false>(w, q, i, out) },
+                |w, q, i, out| unsafe { kquants::tile_q6_k::<1, PROMPT_TAIL, false>(w, q, i, out) },
             )),
             decode: None,
+            tiled: Some(KTiled {
+                dot: |w, y| unsafe { kquants::vec_dot_q6_k_q8_k::<true>(w, y) },
+                prompt: KPrompt::OneRow(
+                    |w, q, i, out| unsafe {
+                        kquants::tile_q6_k::<1, PROMPT_TILE, true>(w, q, i, out)
+                    },
+                    |w, q, i, out| unsafe {
+                        kquants::tile_q6_k::<1, PROMPT_TAIL, true>(w, q, i, out)
+                    },
+                ),
+            }),
         },
-        attention: Some(AttentionKernels {
-            scores4: |q, k, keys| unsafe { attention::scores4(q, k, keys) },
-            mad: |o, v, p| unsafe { attention::mad(o, v, p) },
+        attention: None,
+        ggml_attention: Some(GgmlAttentionKernels {
+            dot_f16: |x, y| unsafe { attention::dot_f16(x, y) },
+            mad_f16: |y, x, v| unsafe { attention::mad_f16(y, x, v) },
+            scale_f16: |y, v| unsafe { attention::scale_f16(y, v) },
+            soft_max: |row, max| unsafe { attention::soft_max(row, max) },
         }),
         gemm_acc: |c, a, b, m, k, n| unsafe { gemm::gemm_acc(c, a, b, m, k, n) },
         geglu: |g, u, t| unsafe { ops::geglu(g, u, t) },

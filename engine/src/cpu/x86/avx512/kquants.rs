@@ -9,8 +9,7 @@
 //! The tiles read the activations in row pairs (`cpu::row_pairs`): each register's two rows
 //! are one 64-byte load, where the row-major layout took two loads and an insert (port 5, which
 //! the 512-bit `maddubs`/`vpdpwssd` pair leaves as the only other vector port), and Q4_K's sums
-//! of 32 quants and negated scales come precomputed instead of being formed for every weight
-//! row. With both, prefill of the default model went from 518-535 to 540-572 tok/s here
+//! of 32 quants come precomputed instead of being formed for every weight row. With both, prefill of the default model went from 518-535 to 540-572 tok/s here
 //! (2-core AVX-512 VNNI Xeon, alternating runs of `companion bench`).
 
 use std::arch::x86_64::*;
@@ -19,13 +18,13 @@ use crate::cpu::formats::q4_k::{BYTES as Q4_K_BYTES, scales_mins as q4_k_scales_
 use crate::cpu::formats::{QK_K, q6_k::BYTES as Q6_K_BYTES};
 use crate::cpu::quantize::Q8KRows;
 use crate::cpu::row_pairs::{
-    PAIR_BSUMS, PAIR_D, PAIR_QS, PairLayout, Q8KPairs, QUAD_NEG_D, QUAD_SUMS32, SUB, SUBS,
+    PAIR_BSUMS, PAIR_D, PAIR_QS, PairLayout, Q8KPairs, QUAD_SUMS32, SUB, SUBS,
 };
 use crate::cpu::x86::avx2::kquants::{
     f16_pair, f16_splat, q6_values, scale_shuffle_k4, tile_q4_k as avx2_tile_q4_k,
     tile_q6_k as avx2_tile_q6_k,
 };
-use crate::cpu::x86::{hsum, prefetch_tile};
+use crate::cpu::x86::{hsum, hsum_i32, lanes_i32, prefetch_tile, q4_k_fold, tiled_fold};
 
 /// The two halves of `a` as AVX2 vectors.
 #[inline]
@@ -35,6 +34,13 @@ fn split_ps(a: __m512) -> (__m256, __m256) {
         _mm512_castps512_ps256(a),
         _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(a))),
     )
+}
+
+/// The two halves of `a` as AVX2 vectors.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+fn split_si(a: __m512i) -> (__m256i, __m256i) {
+    (_mm512_castsi512_si256(a), _mm512_extracti64x4_epi64::<1>(a))
 }
 
 /// The pair layout of `q` if it has this table's (a block per half) and covers rows
@@ -60,8 +66,7 @@ fn paired_rows<'a>(
             && pairs.qs.len() >= p_end * nb * PAIR_QS
             && pairs.bsums.len() >= p_end * nb * PAIR_BSUMS
             && pairs.d.len() >= p_end * nb * PAIR_D
-            && pairs.sums32.len() >= q_end * nb * QUAD_SUMS32
-            && pairs.neg_d.len() >= q_end * nb * QUAD_NEG_D,
+            && pairs.sums32.len() >= q_end * nb * QUAD_SUMS32,
         "weight row and paired activation rows disagree"
     );
     Some(pairs)
@@ -131,14 +136,12 @@ pub(crate) fn tile_q4_k<const RP: usize, const RN: usize>(
     let nb = q.blocks_per_row;
     let (pair0, quad0) = (i0 / 2, i0 / 4);
     let m4 = _mm256_set1_epi8(0xF);
-    let mut acc = [_mm512_setzero_ps(); RP];
-    let mut acc_m = [_mm512_setzero_ps(); 2];
+    let mut acc = [[0f32; 2]; RN];
     for i in 0..nb {
         let blk = &w[0][i * Q4_K_BYTES..(i + 1) * Q4_K_BYTES];
         prefetch_tile::<1>(w[0], i, Q4_K_BYTES);
         let dd = f16_pair(u32::from_le_bytes([blk[0], blk[1], blk[2], blk[3]]));
-        let dw = _mm256_broadcastss_ps(dd);
-        let dminw = _mm512_broadcastss_ps(_mm_movehdup_ps(dd));
+        let (dw, dminw) = (_mm_cvtss_f32(dd), _mm_cvtss_f32(_mm_movehdup_ps(dd)));
         let utmp = q4_k_scales_mins(&blk[4..16]);
         let mins_and_scales = _mm256_cvtepu8_epi16(_mm_set_epi32(
             utmp[3] as i32,
@@ -149,22 +152,40 @@ pub(crate) fn tile_q4_k<const RP: usize, const RN: usize>(
         let mins = _mm512_broadcast_i32x4(_mm256_extracti128_si256::<1>(mins_and_scales));
         let sc128 = _mm256_extracti128_si256::<0>(mins_and_scales);
         let scales = _mm256_set_m128i(sc128, sc128);
-        for (qd, acc_m) in acc_m.iter_mut().enumerate().take(RN / 4) {
+        // the mins terms of four rows per register: lane group `r` holds row `r`'s four, lane
+        // `j` of a group the term of sub-blocks 2j and 2j + 1; `min_terms[j][row]`
+        let mut min_terms = [[0i32; RN]; 4];
+        for qd in 0..RN / 4 {
             let at = (quad0 + qd) * nb + i;
             // SAFETY: quad `quad0 + qd`'s super-block `i` (checked in `paired_rows`);
-            // unaligned loads.
-            let (q8s, ndy) = unsafe {
-                (
-                    _mm512_loadu_si512(pairs.sums32.as_ptr().add(at * QUAD_SUMS32).cast()),
-                    _mm512_loadu_ps(pairs.neg_d.as_ptr().add(at * QUAD_NEG_D)),
-                )
-            };
-            // dmin = −d_y · dmin_w per row, as AVX2's tile
+            // unaligned load.
+            let q8s =
+                unsafe { _mm512_loadu_si512(pairs.sums32.as_ptr().add(at * QUAD_SUMS32).cast()) };
             let prod = _mm512_madd_epi16(mins, q8s);
-            *acc_m = _mm512_fmadd_ps(_mm512_mul_ps(ndy, dminw), _mm512_cvtepi32_ps(prod), *acc_m);
+            let groups = [
+                lanes_i32(_mm512_extracti32x4_epi32::<0>(prod)),
+                lanes_i32(_mm512_extracti32x4_epi32::<1>(prod)),
+                lanes_i32(_mm512_extracti32x4_epi32::<2>(prod)),
+                lanes_i32(_mm512_extracti32x4_epi32::<3>(prod)),
+            ];
+            for (r, lanes) in groups.iter().enumerate() {
+                for (j, &term) in lanes.iter().enumerate() {
+                    min_terms[j][4 * qd + r] = term;
+                }
+            }
         }
-        let mut sumi = [_mm512_setzero_si512(); RP];
-        for j in 0..QK_K / 64 {
+        // the rows' scales: pair `p` holds row 2p's in lanes 0..8, row 2p + 1's in 8..16
+        let dy: [f32; RN] = std::array::from_fn(|rn| {
+            // SAFETY: pair `pair0 + rn / 2`'s scales of super-block `i` (`paired_rows`).
+            unsafe {
+                *pairs
+                    .d
+                    .as_ptr()
+                    .add(((pair0 + rn / 2) * nb + i) * PAIR_D + 8 * (rn % 2))
+            }
+        });
+        for (j, mins_j) in min_terms.iter().enumerate() {
+            let mut sumi = [_mm512_setzero_si512(); RP];
             // SAFETY: bytes 16 + 32j .. +32 of the block's 144; unaligned load.
             let bits = unsafe {
                 _mm256_loadu_si256(w[0].as_ptr().add(i * Q4_K_BYTES + 16 + 32 * j).cast())
@@ -178,34 +199,26 @@ pub(crate) fn tile_q4_k<const RP: usize, const RN: usize>(
                 pair_dots(lo, sc_lo, pairs, (pair0, nb, i, 2 * j), &mut sumi);
                 pair_dots(hi, sc_hi, pairs, (pair0, nb, i, 2 * j + 1), &mut sumi);
             }
+            // ggml's gemm folds every pair of sub-blocks in (see `q4_k_fold`)
+            for (p, &s) in sumi.iter().enumerate() {
+                let halves = [_mm512_castsi512_si256(s), _mm512_extracti64x4_epi64::<1>(s)];
+                for (h, half) in halves.into_iter().enumerate() {
+                    let rn = 2 * p + h;
+                    let (sum, min) = (hsum_i32(half), mins_j[rn]);
+                    q4_k_fold(&mut acc[rn], sum, min, dw, dminw, dy[rn]);
+                }
+            }
         }
-        // SAFETY: as above.
-        unsafe { accumulate(&mut acc, &sumi, dw, pairs, (pair0, nb, i)) };
     }
-    let mins: [__m128; RN] = std::array::from_fn(|rn| {
-        let a = acc_m[rn / 4];
-        match rn % 4 {
-            0 => _mm512_extractf32x4_ps::<0>(a),
-            1 => _mm512_extractf32x4_ps::<1>(a),
-            2 => _mm512_extractf32x4_ps::<2>(a),
-            _ => _mm512_extractf32x4_ps::<3>(a),
-        }
-    });
-    for (p, &pair) in acc.iter().enumerate() {
-        let (lo, hi) = split_ps(pair);
-        for (rn, half) in [(2 * p, lo), (2 * p + 1, hi)] {
-            let a = mins[rn];
-            let a = _mm_add_ps(a, _mm_movehl_ps(a, a));
-            let a = _mm_add_ss(a, _mm_movehdup_ps(a));
-            out[0][rn] = hsum(half) + _mm_cvtss_f32(a);
-        }
+    for (rn, a) in acc.iter().enumerate() {
+        out[0][rn] = a[0] - a[1];
     }
 }
 
 /// One weight row of Q6_K × activation rows `i0..i0 + RN` (`RN = 2·RP`, whole quads), on
-/// the pair layout (AVX2's tile where `q` has none: the same results).
+/// the pair layout (AVX2's tile where `q` has none: the same results). `TILED` as AVX2's.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
-pub(crate) fn tile_q6_k<const RP: usize, const RN: usize>(
+pub(crate) fn tile_q6_k<const RP: usize, const RN: usize, const TILED: bool>(
     w: [&[u8]; 1],
     q: &Q8KRows,
     i0: usize,
@@ -213,11 +226,14 @@ pub(crate) fn tile_q6_k<const RP: usize, const RN: usize>(
 ) {
     const { assert!(RN == 2 * RP && RN.is_multiple_of(4)) };
     let Some(pairs) = paired_rows(w[0], Q6_K_BYTES, q, i0, RN) else {
-        return avx2_tile_q6_k::<1, RN>(w, q, i0, out);
+        return avx2_tile_q6_k::<1, RN, TILED>(w, q, i0, out);
     };
     let nb = q.blocks_per_row;
     let pair0 = i0 / 2;
     let mut acc = [_mm512_setzero_ps(); RP];
+    if TILED {
+        *out = [[0.0; RN]; 1];
+    }
     for i in 0..nb {
         let blk = &w[0][i * Q6_K_BYTES..(i + 1) * Q6_K_BYTES];
         prefetch_tile::<1>(w[0], i, Q6_K_BYTES);
@@ -251,12 +267,24 @@ pub(crate) fn tile_q6_k<const RP: usize, const RN: usize>(
                 pair_dots(v[0], sc[0], pairs, (at.0, nb, i, 4 * h + 3), &mut sumi);
             }
         }
-        // SAFETY: as above.
-        unsafe { accumulate(&mut acc, &sumi, dw, pairs, (pair0, nb, i)) };
+        if TILED {
+            let dw = _mm256_cvtss_f32(dw);
+            for (p, s) in sumi.iter().enumerate() {
+                let d = &pairs.d[((pair0 + p) * nb + i) * PAIR_D..];
+                let (lo, hi) = split_si(*s);
+                tiled_fold(&mut out[0][2 * p], hsum_i32(lo), dw, d[0]);
+                tiled_fold(&mut out[0][2 * p + 1], hsum_i32(hi), dw, d[8]);
+            }
+        } else {
+            // SAFETY: as above.
+            unsafe { accumulate(&mut acc, &sumi, dw, pairs, (pair0, nb, i)) };
+        }
     }
-    for p in 0..RP {
-        let (lo, hi) = split_ps(acc[p]);
-        out[0][2 * p] = hsum(lo);
-        out[0][2 * p + 1] = hsum(hi);
+    if !TILED {
+        for p in 0..RP {
+            let (lo, hi) = split_ps(acc[p]);
+            out[0][2 * p] = hsum(lo);
+            out[0][2 * p + 1] = hsum(hi);
+        }
     }
 }

@@ -37,11 +37,21 @@ pub(crate) fn kernels() -> Kernels {
     ));
     table.q6_k.prompt = Some(KPrompt::OneRow(
         |w, q, i, out| unsafe {
-            kquants::tile_q6_k::<{ PROMPT_TILE / 2 }, PROMPT_TILE>(w, q, i, out)
+            kquants::tile_q6_k::<{ PROMPT_TILE / 2 }, PROMPT_TILE, false>(w, q, i, out)
         },
         |w, q, i, out| unsafe {
-            kquants::tile_q6_k::<{ PROMPT_TAIL / 2 }, PROMPT_TAIL>(w, q, i, out)
+            kquants::tile_q6_k::<{ PROMPT_TAIL / 2 }, PROMPT_TAIL, false>(w, q, i, out)
         },
     ));
+    if let Some(tiled) = table.q6_k.tiled.as_mut() {
+        tiled.prompt = KPrompt::OneRow(
+            |w, q, i, out| unsafe {
+                kquants::tile_q6_k::<{ PROMPT_TILE / 2 }, PROMPT_TILE, true>(w, q, i, out)
+            },
+            |w, q, i, out| unsafe {
+                kquants::tile_q6_k::<{ PROMPT_TAIL / 2 }, PROMPT_TAIL, true>(w, q, i, out)
+            },
+        );
+    }
     table
 }
