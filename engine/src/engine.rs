@@ -360,14 +360,17 @@ impl Engine {
         }
         let mut session = self.new_session()?;
         let mut out = Vec::with_capacity(ids.len() - 1);
-        // 64 positions of 262k-vocabulary logits are 64 MiB: score in slices to bound memory.
+        // The prompt is prefilled in the session's own steps (as generation would, so the
+        // numerics are those of a prompt of this length); 64 positions of 262k-vocabulary
+        // logits are 64 MiB, so the logits are made in slices of that to bound memory.
         const SLICE: usize = 64;
+        let hidden = session.prefill_all(&self.model, &ids[..ids.len() - 1])?;
         let mut offset = 0;
-        for chunk in ids[..ids.len() - 1].chunks(SLICE) {
-            let hidden = session.prefill_all(&self.model, chunk)?;
+        while offset < hidden.rows() {
+            let count = SLICE.min(hidden.rows() - offset);
             let rows: Vec<Vec<f32>> = self
                 .model
-                .logits(&hidden)?
+                .logits(&hidden.rows_from(offset, count)?)?
                 .iter()
                 .map(|row| log_softmax(row))
                 .collect();
@@ -383,7 +386,7 @@ impl Engine {
                     logprob,
                 });
             }
-            offset += chunk.len();
+            offset += count;
         }
         Ok(out)
     }
@@ -419,7 +422,12 @@ impl Engine {
             })
         };
         let mut session = self.new_session()?;
-        let hidden = session.prefill(&self.model, &ids[..from])?;
+        let (mut hidden, mut done) = (None, 0);
+        for end in server_prompt_batches(from, self.model.arch().window.is_some()) {
+            hidden = Some(session.prefill(&self.model, &ids[done..end])?);
+            done = end;
+        }
+        let hidden = hidden.ok_or_else(|| Error::InvalidArgument("no prompt to score".into()))?;
         let mut out = vec![scored(from, &self.logits_vec(&hidden)?)?];
         let fused = self
             .model
@@ -444,6 +452,24 @@ impl Engine {
     }
 }
 
+/// Where llama-server (b11434, `tools/server/server-context.cpp`) cuts a prompt of `n`
+/// tokens into batches: for a model with a sliding window it processes the last 4 tokens, and
+/// the 4 + n_ubatch (512) before the end, as batches of their own, to checkpoint the state
+/// there (llama.cpp PR 20288). The llama.cpp references were recorded through llama-server,
+/// and the batch a row is computed in decides its attention kernel (ggml's tiled kernel from 64
+/// rows, `cpu::ggml_attention`), so scoring against them prefills a prompt the same way. The
+/// ends of the batches, in order.
+fn server_prompt_batches(n: usize, sliding: bool) -> Vec<usize> {
+    const N_UBATCH: usize = 512;
+    let mut ends: Vec<usize> = [4 + N_UBATCH, 4]
+        .into_iter()
+        .filter(|&offset| sliding && n > offset)
+        .map(|offset| n - offset)
+        .collect();
+    ends.push(n);
+    ends
+}
+
 /// The `k` largest entries (id, value), largest first.
 pub fn top_k(row: &[f32], k: usize) -> Vec<(u32, f32)> {
     let mut best: Vec<(u32, f32)> = Vec::with_capacity(k + 1);
@@ -464,5 +490,14 @@ mod tests {
         let row = [0.1, 5.0, -1.0, 3.0, 4.0, 2.0];
         assert_eq!(super::top_k(&row, 3), vec![(1, 5.0), (4, 4.0), (3, 3.0)]);
         assert_eq!(super::top_k(&row, 10).len(), 6);
+    }
+
+    #[test]
+    fn prompts_are_cut_where_llama_server_checkpoints_a_sliding_window_model() {
+        use super::server_prompt_batches as cut;
+        assert_eq!(cut(1118, true), vec![602, 1114, 1118]);
+        assert_eq!(cut(300, true), vec![296, 300]);
+        assert_eq!(cut(4, true), vec![4]);
+        assert_eq!(cut(1118, false), vec![1118]);
     }
 }

@@ -66,6 +66,16 @@ impl Family {
         }
     }
 
+    /// Whether llama.cpp's graph for the generation drops the rows no output is read from
+    /// right after the last layer's attention projection, so that the rest of that layer runs
+    /// on the output rows only (`ggml_get_rows(…, inp_out_ids)` in `src/models/gemma.cpp`,
+    /// `gemma2.cpp`, `gemma3.cpp`). Gemma 4's graph (`gemma4.cpp`) keeps every row unless
+    /// multi-token prediction asks otherwise. Which rows a product sees changes its rounding
+    /// (`cpu::kquants`), so the forward pass follows.
+    pub fn last_layer_keeps_output_rows_only(self) -> bool {
+        !matches!(self, Family::Gemma4)
+    }
+
     /// The generation as people name it ("Gemma 3").
     pub fn display_name(self) -> &'static str {
         match self {

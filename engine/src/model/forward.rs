@@ -132,6 +132,16 @@ impl Model {
             let attn = b.attention(q, kv, cache, &attention, start, seq)?;
             let mut o = b.matmul(&lw.o, &attn)?;
             b.release(attn);
+            if output == Output::Last
+                && seq > 1
+                && il + 1 == a.n_layer()
+                && a.family.last_layer_keeps_output_rows_only()
+            {
+                // the rest of the last layer only for the row that is read (llama.cpp's
+                // `inp_out_ids`): less work, and its products at llama.cpp's batch size
+                o = b.last_row(o, e)?;
+                x = b.last_row(x, e)?;
+            }
             if let Some(n) = &lw.post_attn_norm {
                 b.rms_norm_in_place(&mut o, Some(n), e, eps)?;
             }

@@ -51,17 +51,24 @@ impl Hidden {
 
     /// Position `i` alone.
     pub fn row(&self, i: usize) -> Result<Hidden> {
-        if i >= self.rows {
+        self.rows_from(i, 1)
+    }
+
+    /// Positions `start..start + count`.
+    pub fn rows_from(&self, start: usize, count: usize) -> Result<Hidden> {
+        if start + count > self.rows || count == 0 {
             return Err(crate::error::Error::InvalidArgument(format!(
-                "hidden state {i} of {}",
+                "hidden states {start}..{} of {}",
+                start + count,
                 self.rows
             )));
         }
         Ok(match &self.repr {
-            Repr::Host(v) => {
-                Hidden::host(v[i * self.width..(i + 1) * self.width].to_vec(), self.width)
-            }
-            Repr::Device(t) => Hidden::device(t.narrow(0, i, 1)?, 1, self.width),
+            Repr::Host(v) => Hidden::host(
+                v[start * self.width..(start + count) * self.width].to_vec(),
+                self.width,
+            ),
+            Repr::Device(t) => Hidden::device(t.narrow(0, start, count)?, count, self.width),
         })
     }
 
