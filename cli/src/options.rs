@@ -15,6 +15,11 @@ pub struct ModelOptions {
     /// Backend: cpu, cuda or metal (falls back to cpu with a notice when unavailable)
     #[arg(long, default_value = "cpu", value_name = "DEVICE")]
     pub device: DeviceChoice,
+    /// Forward-pass implementation: auto (Companion's own kernels on the CPU, candle on a GPU),
+    /// host (the own kernels) or candle (candle's tensors, also on the CPU: the GPU path's
+    /// model, for comparing numerics)
+    #[arg(long, default_value = "auto", value_name = "BACKEND")]
+    pub backend: engine::BackendChoice,
     /// Compute threads [default: physical cores]
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1024))]
     pub threads: Option<u32>,
@@ -68,6 +73,7 @@ impl ModelOptions {
         EngineConfig {
             model_path: self.model_path(),
             device: self.device,
+            backend: self.backend,
             context: self.context as usize,
             thermal: engine::ThermalConfig {
                 fair_rate: self.fair_rate,
