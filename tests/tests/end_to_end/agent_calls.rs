@@ -1,7 +1,11 @@
 //! Constrained decoding of tool calls on the real default model (Gemma 3 270M, a base model:
 //! it rarely opens a call on its own, so each request forces the call opener and lets the
-//! model write the rest). Over a set of varied requests, every call decoded under the grammar
-//! must parse and validate against its tool's schema. The mask's cost per token is printed.
+//! model write the rest). Over a set of varied requests, every call the grammar completed
+//! must parse and validate against its tool's schema. A grammar cannot make a call end within
+//! a token budget (a path may be 4,096 bytes; the base model sometimes repeats itself inside
+//! one until the agent loop's 384 tokens run out): such a call is cut off, which the agent loop
+//! refuses as `invalid_call`, and is counted apart; most calls must still complete. The mask's
+//! cost per token is printed.
 //! With `COMPANION_COMPARE_UNMASKED=1` the same requests are also decoded without the mask, to
 //! show how many calls would have been broken (a measurement, not a check: it doubles the
 //! test's time, so CI leaves it out):
@@ -13,8 +17,8 @@ use std::sync::atomic::AtomicBool;
 
 use agent::calls::{self, CallFormat, Entry, Piece};
 use agent::{Limits, declarations};
-use chat::agent_loop::{CallGrammar, call_format, encode_pieces};
-use engine::{GenerateOptions, GenerateParams, Prompt, SamplingParams, SessionId};
+use chat::agent_loop::{AgentParams, CallGrammar, call_format, encode_pieces};
+use engine::{GenerateOptions, GenerateParams, Prompt, SamplingParams, SessionId, StopReason};
 
 const REQUESTS: &[&str] = &[
     "What files are in my documents folder?",
@@ -67,6 +71,7 @@ fn every_constrained_call_parses_and_validates() {
 
     let compare_unmasked = std::env::var_os("COMPANION_COMPARE_UNMASKED").is_some();
     let mut valid_masked = 0;
+    let mut cut_off = 0;
     let mut valid_free = 0;
     let mut masked_tokens = 0usize;
     let mut mask_seconds = 0.0f64;
@@ -80,7 +85,8 @@ fn every_constrained_call_parses_and_validates() {
             eprintln!("prompt with every tool declared: {} tokens", prompt.len());
         }
         let params = GenerateParams {
-            max_tokens: 256,
+            // the agent loop's own budget for a call's body
+            max_tokens: AgentParams::default().call_max_tokens,
             sampling: SamplingParams {
                 seed: 1000 + i as u64,
                 ..SamplingParams::default()
@@ -110,10 +116,15 @@ fn every_constrained_call_parses_and_validates() {
                 valid_masked += 1;
                 chosen.push(format!("{}: {}", call.name, call.arguments));
             }
-            Err(problem) => eprintln!(
-                "request {i}: masked call invalid ({problem}); stop {:?}: {body:?}",
-                g.stop_reason
-            ),
+            Err(problem) => {
+                eprintln!(
+                    "request {i}: masked call invalid ({problem}); stop {:?}: {body:?}",
+                    g.stop_reason
+                );
+                if g.stop_reason == StopReason::MaxTokens {
+                    cut_off += 1;
+                }
+            }
         }
 
         if !compare_unmasked {
@@ -143,7 +154,10 @@ fn every_constrained_call_parses_and_validates() {
     for c in &chosen {
         eprintln!("  {c}");
     }
-    eprintln!("constrained decoding over {n} requests: {valid_masked}/{n} valid with the mask");
+    eprintln!(
+        "constrained decoding over {n} requests: {valid_masked}/{n} valid with the mask, \
+         {cut_off} cut off by the token budget"
+    );
     if compare_unmasked {
         eprintln!(
             "without the mask: {valid_free}/{n} valid ({} would have failed)",
@@ -156,8 +170,13 @@ fn every_constrained_call_parses_and_validates() {
     );
     assert!(n >= 30);
     assert_eq!(
-        valid_masked, n,
-        "every call decoded under the grammar is valid"
+        valid_masked + cut_off,
+        n,
+        "every call the grammar completed is valid"
+    );
+    assert!(
+        valid_masked >= n * 9 / 10,
+        "only {valid_masked}/{n} calls completed within the agent loop's budget"
     );
 }
 

@@ -3,8 +3,8 @@
 //!
 //! Comparisons are greedy (argmax), so nothing here depends on a random seed. Logits computed
 //! along two paths (one-shot or chunked, fresh or truncated and prefilled again, drafted or
-//! prefilled at once) are compared within [`LOGIT_TOLERANCE`]; the greedy continuations that
-//! follow are compared exactly.
+//! prefilled at once) are compared with [`assert_close`]; the greedy continuations that follow
+//! are compared exactly, or token by token up to a near tie where the paths' batches differ.
 
 use std::sync::atomic::AtomicBool;
 
@@ -15,11 +15,35 @@ use engine::{
 };
 use sha2::{Digest, Sha256};
 
-/// Largest |Δ| allowed between logits of the same tokens computed in other chunks. Today every
-/// row of a step is computed independently of the others and the observed difference is 0;
-/// 0.01 (on logits of magnitude ~30) leaves room for kernels whose sums depend on the batch
-/// size, yet is far below the gaps between top tokens that decide greedy choices.
-const LOGIT_TOLERANCE: f32 = 0.01;
+/// Largest |Δ| allowed between logits of the same tokens computed in other batches. On x86
+/// the CPU path computes as llama.cpp's x86 build does, whose sums depend on the batch size
+/// (ggml's tiled attention from 64 rows and its one-query kernel below, the Q6_K tiled order
+/// from 8 rows, the Q4_K repacked order): on this model llama.cpp b11434 itself gives
+/// last-position logits that differ by up to 0.79 (mean 0.13) between a 214-token prompt
+/// decoded at once and in 16- or 7-token batches; ours differ by up to ~1. A wrong position,
+/// mask or cache slot moves logits by many units. (The aarch64 tables compute every row as
+/// the one-row kernels do: there the difference is 0.)
+const LOGIT_TOLERANCE: f32 = 2.0;
+
+/// Top-2 logit gap below which two batchings may pick different tokens (llama.cpp's own
+/// builds part ways at such steps: `tests/agreement`, `NEAR_TIE`).
+const NEAR_TIE: f32 = 0.3;
+
+/// `got` is `want` up to the batch's rounding: within [`LOGIT_TOLERANCE`], and its greedy
+/// token is `want`'s or within [`NEAR_TIE`] of it.
+fn assert_close(name: &str, want: &[f32], got: &[f32]) {
+    let diff = max_diff(want, got);
+    assert!(diff < LOGIT_TOLERANCE, "{name}: logits differ by {diff}");
+    let best = want[argmax(want) as usize];
+    let chosen = want[argmax(got) as usize];
+    assert!(
+        best - chosen < NEAR_TIE,
+        "{name}: greedy token {} is {} below the other path's {}",
+        argmax(got),
+        best - chosen,
+        argmax(want)
+    );
+}
 
 /// Gemma 3 270M's sliding window.
 const WINDOW: usize = 512;
@@ -121,11 +145,7 @@ fn chunked_prefill_matches_one_shot() {
         ("16-token steps", stepped, by_steps),
         ("7-token calls", called, by_calls),
     ] {
-        let diff = max_diff(&expected, &logits);
-        assert!(
-            diff < LOGIT_TOLERANCE,
-            "{name}: last-position logits differ by {diff}"
-        );
+        assert_close(name, &expected, &logits);
         assert_eq!(s.tokens(), &ids[..]);
         let (got, _) = greedy(&engine, &mut s, logits, 10);
         assert_eq!(got, expected_ids, "{name}: greedy continuation");
@@ -155,12 +175,7 @@ fn truncate_and_prefill_again_equals_a_fresh_session_within_and_across_the_windo
         let end = keep + 5;
         let got = prefill(&engine, &mut s, &ids[keep..end]);
         let want = logits_at(&engine, &fresh, end - 1);
-        let diff = max_diff(&want, &got);
-        assert!(
-            diff < LOGIT_TOLERANCE,
-            "truncated to {keep}: logits differ by {diff}"
-        );
-        assert_eq!(argmax(&got), argmax(&want));
+        assert_close(&format!("truncated to {keep}"), &want, &got);
     }
 }
 
@@ -273,10 +288,7 @@ fn foreign_damaged_or_other_version_snapshots_are_refused_and_leave_the_session_
         }
         assert!(s.is_empty(), "{name}: the session is left empty");
         let got = prefill(&engine, &mut s, &ids);
-        assert!(
-            max_diff(&want, &got) < LOGIT_TOLERANCE,
-            "{name}: the session is usable"
-        );
+        assert_close(&format!("{name}: the session is usable"), &want, &got);
     }
     // and the unaltered snapshot still restores
     s.clear();
@@ -336,10 +348,10 @@ fn draft_edits_end_in_the_cache_of_the_final_text() {
 
         let mut fresh = session(&engine, 1024, 512);
         prefill(&engine, &mut fresh, &sent_ids);
-        let diff = max_diff(&probe(&engine, &mut fresh), &probe(&engine, &mut s));
-        assert!(
-            diff < LOGIT_TOLERANCE,
-            "{name}: next-token logits differ by {diff}"
+        assert_close(
+            &format!("{name}: next-token logits"),
+            &probe(&engine, &mut fresh),
+            &probe(&engine, &mut s),
         );
     }
 }
@@ -458,8 +470,29 @@ fn a_burst_of_drafts_returns_at_once_and_send_reuses_the_last_one() {
         .wait(|_| {})
         .unwrap();
     assert_eq!(cold.stats.reused_tokens, 0);
-    assert_eq!(sent.ids, cold.ids);
-    assert_eq!(sent.text, cold.text);
+    // The drafted prompt was prefilled in other batches than the cold one, so the replies may
+    // part at a near tie (see `LOGIT_TOLERANCE`); up to there they are the same, and every
+    // token of the sent reply is a greedy choice of a cold computation of its own prefix.
+    let parted = sent
+        .ids
+        .iter()
+        .zip(&cold.ids)
+        .take_while(|(a, b)| a == b)
+        .count();
+    let mut ids = want.clone();
+    ids.extend(&sent.ids);
+    let scored = handle.score_decoding(ids, want.len()).unwrap();
+    for (j, (step, &id)) in scored.iter().zip(&sent.ids).enumerate() {
+        let gap = step.top[0].1 - step.logprob;
+        assert!(
+            gap < NEAR_TIE,
+            "sent token {j} ({id}) is {gap} below the cold top token {:?} (the replies part at {parted})",
+            step.top[0]
+        );
+    }
+    if parted < cold.ids.len() {
+        eprintln!("the drafted and the cold reply part at token {parted}, a near tie");
+    }
 }
 
 #[test]
