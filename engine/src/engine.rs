@@ -360,9 +360,9 @@ impl Engine {
         }
         let mut session = self.new_session()?;
         let mut out = Vec::with_capacity(ids.len() - 1);
-        // The prompt is prefilled in the session's own steps (as generation would, so the
-        // numerics are those of a prompt of this length); 64 positions of 262k-vocabulary
-        // logits are 64 MiB, so the logits are made in slices of that to bound memory.
+        // The prompt is prefilled in the session's own steps (as a prompt of this length is,
+        // every row kept); 64 positions of 262k-vocabulary logits are 64 MiB, so the logits
+        // are made in slices of that to bound memory.
         const SLICE: usize = 64;
         let hidden = session.prefill_all(&self.model, &ids[..ids.len() - 1])?;
         let mut offset = 0;

@@ -117,13 +117,11 @@ impl Backend for HostBackend<'_> {
             seq,
             vis: &vis,
             softcap: spec.softcap,
+            // llama.cpp's caches hold a multiple of 256 cells (`GGML_PAD(n_ctx, 256)`, and the
+            // sliding-window cache's size likewise: llama-context.cpp, llama-kv-cache-iswa.cpp)
             cells: crate::cpu::ggml_attention::n_kv(
-                view.capacity,
-                if spec.sliding {
-                    (start + seq).min(view.capacity)
-                } else {
-                    start + seq
-                },
+                view.capacity.next_multiple_of(256),
+                start + seq,
             ),
         });
         release_scratch(qt);

@@ -112,7 +112,9 @@ fn chunk_invariant(inputs: &Inputs<'_>) -> Vec<f32> {
     let (seq, n_head, d) = (inputs.seq, inputs.n_head, inputs.d);
     // every row is written: a query tile's copy, or `one_query`'s (which starts from zeros)
     let mut out = super::scratch::overwritten(seq * n_head * d);
-    if seq >= TILE_Q {
+    // the tile's V product takes head sizes in multiples of 8 (every Gemma's); other sizes go
+    // one query at a time, which gives the same results
+    if seq >= TILE_Q && d.is_multiple_of(8) {
         let items: Vec<(usize, usize)> = (0..n_head)
             .flat_map(|h| (0..seq).step_by(TILE_Q).map(move |q0| (h, q0)))
             .collect();

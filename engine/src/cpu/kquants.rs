@@ -43,12 +43,13 @@
 //!
 //! A tile computes every output's i32 lanes exactly as the one-row kernel does (integer sums
 //! are exact in any order) and then the f32 operations of the schedule above, so its results
-//! are what ggml's kernel for that row gives, bit for bit. Within a task, tiles walk activation
+//! are what llama.cpp's kernel for that row and batch gives, bit for bit. Within a task, tiles walk activation
 //! tiles outermost (a tile's rows stay in L1) over groups of weight rows of at most
 //! `GROUP_BYTES` (which stay in L2), so activations stream from memory once per group rather
 //! than once per weight row.
 //!
-//! Tested against dequantize-then-multiply, and the tiles against the one-row kernel, below.
+//! Tested against dequantize-then-multiply, and every table's tiles against llama.cpp's
+//! schedule for the batch (`expected`), below.
 
 use rayon::prelude::*;
 

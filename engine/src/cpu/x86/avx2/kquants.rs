@@ -1,7 +1,9 @@
 //! The `__AVX2__` branches of ggml's `ggml_vec_dot_q4_K_q8_K` and `ggml_vec_dot_q6_K_q8_K`
-//! (`ggml-cpu/arch/x86/quants.c`), intrinsic for intrinsic but for the f16 → f32 scale
-//! conversions (inline F16C, as ggml's `GGML_FP16_TO_FP32` on x86), and the tiles built from
-//! the same operations (see the module above). Weight quants are unsigned
+//! (`ggml-cpu/arch/x86/quants.c`) for the integer part, intrinsic for intrinsic but for the
+//! f16 → f32 scale conversions (inline F16C, as ggml's `GGML_FP16_TO_FP32` on x86), with the
+//! f32 part folded in the order llama.cpp's x86 build uses for the batch (Q4_K: the repacked
+//! gemv/gemm, `q4_k_fold`; Q6_K from 8 rows: the tiled matmul, `tiled_fold`; see the module
+//! above), and the tiles built from the same operations. Weight quants are unsigned
 //! (Q4_K nibbles 0..15, Q6_K values 0..63 before the −32), so `maddubs` takes them directly:
 //! its pairwise i16 sums stay below 2·63·127 and never saturate. Q4_K's mins and Q6_K's −32
 //! are applied through the activations' `bsums`.

@@ -119,8 +119,8 @@ unsafe fn accumulate<const RP: usize>(
 }
 
 /// One weight row of Q4_K × activation rows `i0..i0 + RN` (`RN = 2·RP`, whole quads), on
-/// the pair layout (AVX2's tile where `q` has none: the same results). The mins term of four
-/// activation rows is one register: lane group `r` holds row `r`'s four AVX2 lanes.
+/// the pair layout (AVX2's tile where `q` has none: the same results). The mins terms of four
+/// activation rows come from one register (lane group `r`: row `r`'s), then go per row.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
 pub(crate) fn tile_q4_k<const RP: usize, const RN: usize>(
     w: [&[u8]; 1],
@@ -128,7 +128,7 @@ pub(crate) fn tile_q4_k<const RP: usize, const RN: usize>(
     i0: usize,
     out: &mut [[f32; RN]; 1],
 ) {
-    // the mins term keeps two registers of four rows each
+    // whole quads of rows: the mins' sums come four rows to a register
     const { assert!(RN == 2 * RP && RN.is_multiple_of(4) && RN <= 8) };
     let Some(pairs) = paired_rows(w[0], Q4_K_BYTES, q, i0, RN) else {
         return avx2_tile_q4_k::<1, RN>(w, q, i0, out);
