@@ -11,6 +11,8 @@
 //! - the pages and the forms they draw are walked once (memoized): a form that draws itself,
 //!   forms nested deeper than [`MAX_FORM_DEPTH`], more than [`MAX_FORM_DRAWS`] form draws or
 //!   more than [`MAX_CONTENT_BYTES`] of content to interpret in all refuse the document;
+//! - a page whose chain of parents loops (pdf-extract looks inherited keys up through it by
+//!   recursion) refuses the document;
 //! - the whole extraction runs on a thread with a known, ample stack ([`STACK_BYTES`]), its
 //!   panics caught (pdf-extract panics on some malformed files).
 //!
@@ -230,6 +232,7 @@ fn check(doc: &Document, vet_all: bool) -> std::result::Result<(), Refusal> {
         let Ok(page) = doc.get_dictionary(page_id) else {
             continue;
         };
+        parents_end(doc, page)?;
         let resources = inherited_resources(doc, page)?.unwrap_or(&empty);
         let mut content = Vec::new();
         for id in doc.get_page_contents(page_id) {
@@ -250,6 +253,23 @@ fn too_big() -> Refusal {
     ))
 }
 
+/// Deepest chain of page-tree parents a page may have (a real tree is a few levels deep).
+const MAX_PAGE_TREE_DEPTH: usize = 64;
+
+/// A page's chain of parents ends. pdf-extract looks every inherited key (`MediaBox`,
+/// `Resources`, …) up through the parents by recursion, so a chain that loops (a page its own
+/// parent) overflows its stack, which aborts the process: refused here, whatever the keys.
+fn parents_end(doc: &Document, page: &Dictionary) -> std::result::Result<(), Refusal> {
+    let mut node = page;
+    for _ in 0..MAX_PAGE_TREE_DEPTH {
+        match node.get_deref(b"Parent", doc).and_then(Object::as_dict) {
+            Ok(parent) => node = parent,
+            Err(_) => return Ok(()),
+        }
+    }
+    Err(Refusal::TooComplex("its page tree loops".into()))
+}
+
 /// A page's resources, looked up through its parents as pdf-extract does, refusing a parent
 /// chain that loops or goes on past any real page tree.
 fn inherited_resources<'a>(
@@ -257,7 +277,7 @@ fn inherited_resources<'a>(
     page: &'a Dictionary,
 ) -> std::result::Result<Option<&'a Dictionary>, Refusal> {
     let mut node = page;
-    for _ in 0..64 {
+    for _ in 0..MAX_PAGE_TREE_DEPTH {
         if let Ok(res) = node.get_deref(b"Resources", doc).and_then(Object::as_dict) {
             return Ok(Some(res));
         }

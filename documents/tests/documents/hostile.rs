@@ -158,6 +158,23 @@ fn doubling_forms(depth: usize) -> Vec<u8> {
     page_pdf(stream("", b"/X Do"), "/XObject << /X 6 0 R >>", forms)
 }
 
+/// A page that is its own parent, with its resources but no media box: pdf-extract looks the
+/// box up through the parents by recursion, which never ends (found by the fuzzer).
+#[test]
+fn a_page_that_is_its_own_parent_is_refused_not_a_stack_overflow() {
+    let bytes = pdf(&[
+        b"<< /Type /Catalog /Pages 2 0 R >>".to_vec(),
+        b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>".to_vec(),
+        b"<< /Type /Page /Parent 3 0 R /Contents 4 0 R \
+          /Resources << /Font << /F1 5 0 R >> >> >>"
+            .to_vec(),
+        stream("", TEXT),
+        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>".to_vec(),
+    ]);
+    let message = refused("loop.pdf", &bytes);
+    assert!(message.contains("page tree loops"), "{message}");
+}
+
 #[test]
 fn forms_that_multiply_the_work_are_refused() {
     // 2^24 draws of a tiny form (the walk is memoized, so the estimate costs nothing)
