@@ -29,17 +29,27 @@ pub fn usage(c: &Completion) -> Value {
     })
 }
 
-/// The calls as OpenAI writes them: arguments as a JSON string, an id per call.
+/// The calls as OpenAI writes them: arguments as a JSON string, an id per call. A call cut
+/// short (with `finish_reason: "length"`) is written as far as it got, as OpenAI's API
+/// returns one: its arguments may not parse.
 fn tool_calls(ctx: &ReplyContext, c: &Completion, with_index: bool) -> Value {
+    let whole = c
+        .calls
+        .iter()
+        .map(|call| (call.name.as_str(), call.arguments.to_string()));
+    let partial = c
+        .partial_call
+        .iter()
+        .map(|call| (call.name.as_str(), call.arguments.clone()));
     Value::Array(
-        c.calls
-            .iter()
+        whole
+            .chain(partial)
             .enumerate()
-            .map(|(i, call)| {
+            .map(|(i, (name, arguments))| {
                 let mut v = json!({
                     "id": format!("call_{}_{i}", ctx.id.trim_start_matches("chatcmpl-")),
                     "type": "function",
-                    "function": {"name": call.name, "arguments": call.arguments.to_string()},
+                    "function": {"name": name, "arguments": arguments},
                 });
                 if with_index {
                     v["index"] = json!(i);
@@ -48,6 +58,11 @@ fn tool_calls(ctx: &ReplyContext, c: &Completion, with_index: bool) -> Value {
             })
             .collect(),
     )
+}
+
+/// Whether the reply has calls to write, whole or cut short.
+fn has_calls(c: &Completion) -> bool {
+    !c.calls.is_empty() || c.partial_call.is_some()
 }
 
 /// A whole reply.
@@ -62,9 +77,9 @@ pub fn whole(ctx: &ReplyContext, c: &Completion) -> Value {
     }
     let mut message = json!({
         "role": "assistant",
-        "content": if c.text.is_empty() && !c.calls.is_empty() { Value::Null } else { json!(c.text) },
+        "content": if c.text.is_empty() && has_calls(c) { Value::Null } else { json!(c.text) },
     });
-    if !c.calls.is_empty() {
+    if has_calls(c) {
         message["tool_calls"] = tool_calls(ctx, c, false);
     }
     json!({
@@ -120,7 +135,7 @@ pub fn text_piece(ctx: &ReplyContext, text: &str) -> Value {
 /// grammar, not streamed), then the finish reason with the usage.
 pub fn closing(ctx: &ReplyContext, c: &Completion) -> Vec<Value> {
     let mut out = Vec::new();
-    if ctx.chat && !c.calls.is_empty() {
+    if ctx.chat && has_calls(c) {
         out.push(chunk(
             ctx,
             json!({"index": 0, "delta": {"tool_calls": tool_calls(ctx, c, true)}, "finish_reason": null}),
@@ -149,7 +164,35 @@ mod tests {
             finish,
             prompt_tokens: 10,
             completion_tokens: 3,
+            partial_call: None,
         }
+    }
+
+    #[test]
+    fn a_call_cut_short_comes_back_as_far_as_it_got() {
+        let ctx = ReplyContext {
+            id: "chatcmpl-abc".into(),
+            created: 1,
+            model: "m".into(),
+            chat: true,
+        };
+        let mut c = completion(vec![], Finish::Length);
+        c.partial_call = Some(agent::calls::PartialCall {
+            name: "get_weather".into(),
+            arguments: "{\"city\": \"Pa".into(),
+        });
+        let w = whole(&ctx, &c);
+        let choice = &w["choices"][0];
+        assert_eq!(choice["finish_reason"], "length");
+        let call = &choice["message"]["tool_calls"][0];
+        assert_eq!(call["function"]["name"], "get_weather");
+        assert_eq!(call["function"]["arguments"], "{\"city\": \"Pa");
+        let end = closing(&ctx, &c);
+        assert_eq!(
+            end[0]["choices"][0]["delta"]["tool_calls"][0]["function"]["name"],
+            "get_weather"
+        );
+        assert_eq!(end[1]["choices"][0]["finish_reason"], "length");
     }
 
     #[test]

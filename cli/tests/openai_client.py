@@ -142,6 +142,28 @@ except json.JSONDecodeError as e:
     # only a reply cut by max_tokens may be unfinished JSON
     check("json_object reply is an object", r.choices[0].finish_reason == "length", f"cut by max_tokens: {e}")
 
+# an integer field never runs away: every sampled reply closes (the grammar bounds digits as
+# llama.cpp's JSON-schema grammar does; an unbounded one let "35000000…" run to max_tokens)
+person = {
+    "type": "object",
+    "properties": {"name": {"type": "string", "maxLength": 40}, "age": {"type": "integer"}},
+    "required": ["name", "age"],
+}
+unparsed = []
+for seed in range(20):
+    r = client.chat.completions.create(
+        model=model, messages=user("A person, as JSON with their name and age."),
+        max_tokens=64, temperature=1.0, seed=seed,
+        response_format={"type": "json_schema", "json_schema": {"name": "person", "schema": person}},
+    )
+    try:
+        obj = json.loads(r.choices[0].message.content)
+        if not (isinstance(obj.get("age"), int) and isinstance(obj.get("name"), str)):
+            unparsed.append(r.choices[0].message.content)
+    except json.JSONDecodeError:
+        unparsed.append(r.choices[0].message.content)
+check("20 sampled replies with an integer field all parse", not unparsed, repr(unparsed[:3]))
+
 # a tool call that parses, then its result back in the conversation
 tools = [{
     "type": "function",
@@ -187,6 +209,27 @@ named = client.chat.completions.create(
     tool_choice={"type": "function", "function": {"name": "get_weather"}},
 )
 check("a named tool_choice calls that tool", (named.choices[0].message.tool_calls or [None])[0] is not None)
+
+# a forced call under a small max_tokens never comes back empty: whole, or cut short with
+# finish_reason "length" and the call as far as it got
+empty, cut = [], 0
+for seed in range(12):
+    r = client.chat.completions.create(
+        model=model, messages=ask, tools=tools, max_tokens=6 + seed * 3, temperature=1.0, seed=seed,
+        tool_choice={"type": "function", "function": {"name": "get_weather"}},
+    )
+    choice = r.choices[0]
+    calls = choice.message.tool_calls or []
+    if len(calls) != 1 or calls[0].function.name != "get_weather":
+        empty.append(str(choice))
+    elif choice.finish_reason == "length":
+        cut += 1
+    elif choice.finish_reason != "tool_calls":
+        empty.append(str(choice))
+    else:
+        json.loads(calls[0].function.arguments)
+check("forced calls under a small max_tokens never come back empty", not empty, repr(empty[:2]))
+print(f"     ({cut} of 12 were cut short by max_tokens and came back partial)")
 
 # a text completion
 t = client.completions.create(model=model, prompt="The capital of France is", max_tokens=8, temperature=0)

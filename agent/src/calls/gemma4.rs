@@ -19,7 +19,7 @@ use crate::tool::{Tool, ToolCall};
 
 pub(super) const CALL_OPEN: &str = "<|tool_call>";
 const CALL_CLOSE: &str = "<tool_call|>";
-const QUOTE: &str = "<|\"|>";
+pub(super) const QUOTE: &str = "<|\"|>";
 
 /// A value in Gemma 4's syntax, strings as data between quote tokens.
 fn value_pieces(value: &Value, out: &mut Vec<Piece>) {

@@ -42,17 +42,12 @@ fn fenced_grammar(tools: &[Tool]) -> String {
         alternatives.join(" | ")
     ));
     for (i, tool) in tools.iter().enumerate() {
-        let mut schema = tool.parameters.clone();
-        if let Some(map) = schema.as_object_mut() {
-            // one spelling of the JSON, the one the declarations and the docs' example use
-            map.insert(
-                "x-guidance".into(),
-                json!({"whitespace_flexible": false, "item_separator": ", ", "key_separator": ": "}),
-            );
-        }
+        // one spelling of the JSON, the one the declarations and the docs' example use, and
+        // numbers that end (see `json.rs`)
         g.push_str(&format!(
-            "c_{i}: {head} a_{i} \"}}\"\na_{i}: %json {schema}\n",
+            "c_{i}: {head} a_{i} \"}}\"\na_{i}: {rule}\n",
             head = lit(&format!("{{\"name\": \"{}\", \"parameters\": ", tool.name)),
+            rule = super::json::json_rule(&tool.parameters),
         ));
     }
     g

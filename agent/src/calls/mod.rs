@@ -20,12 +20,16 @@
 mod fenced;
 mod gemma4;
 mod grammar;
+mod json;
+mod partial;
 
 use serde_json::Value;
 
 use crate::tool::{Tool, ToolCall};
 
 pub use grammar::call_grammar;
+pub use json::{any_object_schema, json_rule};
+pub use partial::{PartialCall, partial_call};
 
 /// How calls are written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -6,9 +6,8 @@ use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 
 use agent::ToolCall;
-use agent::calls::{self, CallFormat, Piece};
+use agent::calls::{self, CallFormat, PartialCall, Piece};
 use engine::{EngineHandle, GenerateParams, Generation, SessionId, StopReason, TokenConstraint};
-use serde_json::{Value, json};
 
 use super::request::{ChatRequest, OutputFormat, ToolChoice, invalid};
 use crate::agent_loop::{
@@ -48,6 +47,9 @@ pub struct Completion {
     pub text: String,
     /// At most one call: the call formats write one per step.
     pub calls: Vec<ToolCall>,
+    /// A call cut short (`max_tokens`, the context, a cancel), as far as it was written; with
+    /// [`Finish::Length`] or [`Finish::Cancelled`]. Never beside a whole call.
+    pub partial_call: Option<PartialCall>,
     pub finish: Finish,
     pub prompt_tokens: usize,
     pub completion_tokens: usize,
@@ -60,23 +62,15 @@ pub struct Completer {
     grammar: Mutex<Option<Arc<CallGrammar>>>,
 }
 
-/// JSON written one way (`", "` and `": "`, no free whitespace): a small model given free
-/// whitespace can fill its whole budget with newlines.
-fn guidance() -> Value {
-    json!({"whitespace_flexible": false, "item_separator": ", ", "key_separator": ": "})
-}
-
-/// The Lark grammar of a JSON output format.
+/// The Lark grammar of a JSON output format: written one way, numbers bounded, so that the
+/// text always closes (see `agent::calls::json_rule`).
 fn json_grammar(format: &OutputFormat) -> Option<String> {
-    let mut schema = match format {
+    let schema = match format {
         OutputFormat::Text => return None,
-        OutputFormat::JsonObject => json!({"type": "object"}),
+        OutputFormat::JsonObject => calls::any_object_schema(),
         OutputFormat::JsonSchema(schema) => schema.clone(),
     };
-    if let Some(map) = schema.as_object_mut() {
-        map.entry("x-guidance").or_insert_with(guidance);
-    }
-    Some(format!("start: %json {schema}"))
+    Some(format!("start: {}", calls::json_rule(&schema)))
 }
 
 impl Completer {
@@ -178,17 +172,23 @@ impl Completer {
         pieces.extend(calls::opener_pieces(format));
         let prompt = encode_pieces(&tokenizer, &pieces, true)?;
         let prompt_tokens = prompt.len();
-        let (call, generation) =
-            self.call(session.id(), format, &tools, prompt, request, cancel)?;
+        let budget = request.params.max_tokens;
+        let (call, finish, completion_tokens) = self.call(
+            session.id(),
+            format,
+            &tools,
+            prompt,
+            budget,
+            request,
+            cancel,
+        )?;
         Ok(Completion {
             text: String::new(),
-            finish: match &call {
-                Some(_) => Finish::ToolCalls,
-                None => Finish::of(generation.stop_reason),
-            },
-            calls: call.into_iter().collect(),
+            finish,
+            partial_call: call.partial(),
+            calls: call.whole(),
             prompt_tokens,
-            completion_tokens: generation.stats.generated_tokens,
+            completion_tokens,
         })
     }
 
@@ -235,6 +235,7 @@ impl Completer {
         Ok(Completion {
             text: generation.text,
             calls: Vec::new(),
+            partial_call: None,
             finish: Finish::of(generation.stop_reason),
             prompt_tokens,
             completion_tokens: generation.stats.generated_tokens,
@@ -266,47 +267,57 @@ impl Completer {
             return Ok(Completion {
                 text: generation.text,
                 calls: Vec::new(),
+                partial_call: None,
                 finish: Finish::of(generation.stop_reason),
                 prompt_tokens,
                 completion_tokens,
             });
         }
         let call_prompt = call_prompt(format, tokenizer, prompt, &generation)?;
-        let (call, call_generation) = self.call(
+        // one `max_tokens` for the text and the call together
+        let budget = request.params.max_tokens.saturating_sub(completion_tokens);
+        let (call, finish, call_tokens) = self.call(
             session,
             format,
             &request.tools,
             call_prompt,
+            budget,
             request,
             cancel,
         )?;
-        completion_tokens += call_generation.stats.generated_tokens;
+        completion_tokens += call_tokens;
         Ok(Completion {
             text: generation.text,
-            finish: match &call {
-                Some(_) => Finish::ToolCalls,
-                None => Finish::of(call_generation.stop_reason),
-            },
-            calls: call.into_iter().collect(),
+            finish,
+            partial_call: call.partial(),
+            calls: call.whole(),
             prompt_tokens,
             completion_tokens,
         })
     }
 
-    /// A call's body under the grammar of `tools`, parsed and checked against its schema;
-    /// `None` when it was cut short (tokens, context, cancel).
+    /// A call's body under the grammar of `tools`, parsed and checked against its schema, or
+    /// as far as it got when it was cut short (tokens, context, cancel), in at most `budget`
+    /// tokens; with why it ended and the tokens it took.
+    #[allow(clippy::too_many_arguments)] // one private step of `chat`, named at each call
     fn call(
         &self,
         session: SessionId,
         format: CallFormat,
         tools: &[agent::Tool],
         prompt: Vec<u32>,
+        budget: usize,
         request: &ChatRequest,
         cancel: &Arc<AtomicBool>,
-    ) -> Result<(Option<ToolCall>, Generation)> {
+    ) -> Result<(CallOutcome, Finish, usize)> {
         let lark = calls::call_grammar(format, tools);
         let constraint = self.grammar()?.constraint(&lark)?;
-        let max_tokens = self.room(&prompt, request.params.max_tokens)?;
+        let max_tokens = self.room(&prompt, budget)?;
+        if max_tokens == 0 {
+            // the text before the opener used the whole budget
+            let partial = calls::partial_call(format, tools, "");
+            return Ok((CallOutcome::Cut(partial), Finish::Length, 0));
+        }
         let generation = self.generate(
             session,
             prompt,
@@ -320,23 +331,53 @@ impl Completer {
             cancel,
             &mut |_| {},
         )?;
-        if generation.stop_reason != StopReason::ConstraintDone {
-            return Ok((None, generation));
-        }
         let body = self.engine.tokenizer().decode(&generation.ids)?;
+        let tokens = generation.stats.generated_tokens;
+        if generation.stop_reason != StopReason::ConstraintDone {
+            let partial = calls::partial_call(format, tools, &body);
+            return Ok((
+                CallOutcome::Cut(partial),
+                Finish::of(generation.stop_reason),
+                tokens,
+            ));
+        }
         let call = calls::parse_call(format, tools, &body).map_err(|problem| {
             // the grammar admits only valid calls: a refusal here is our bug, said plainly
             Error::Grammar(format!(
                 "a call the grammar admitted was refused: {problem}"
             ))
         })?;
-        Ok((Some(call), generation))
+        Ok((CallOutcome::Whole(call), Finish::ToolCalls, tokens))
+    }
+}
+
+/// How a call's decoding ended.
+enum CallOutcome {
+    Whole(ToolCall),
+    /// Cut short; `None` when nothing of it identifies a tool yet.
+    Cut(Option<PartialCall>),
+}
+
+impl CallOutcome {
+    fn whole(&self) -> Vec<ToolCall> {
+        match self {
+            CallOutcome::Whole(call) => vec![call.clone()],
+            CallOutcome::Cut(_) => Vec::new(),
+        }
+    }
+
+    fn partial(&self) -> Option<PartialCall> {
+        match self {
+            CallOutcome::Whole(_) => None,
+            CallOutcome::Cut(partial) => partial.clone(),
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn json_formats_are_grammars_with_one_spelling() {

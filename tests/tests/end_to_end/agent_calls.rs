@@ -220,3 +220,80 @@ fn the_grammar_admits_only_declared_tools() {
         "\n{\"name\": \"now\", \"parameters\": {\"x\": 1}}\n```"
     ));
 }
+
+/// Whether the grammar `lark` takes `body` whole (tokenized as data) and ends there.
+fn grammar_takes(
+    grammar: &CallGrammar,
+    tokenizer: &engine::GemmaTokenizer,
+    lark: &str,
+    body: &str,
+) -> bool {
+    use engine::TokenConstraint;
+    let mut c = grammar.constraint(lark).unwrap();
+    let ids = encode_pieces(tokenizer, &[Piece::Text(body.into())], false).unwrap();
+    let last = ids.len().saturating_sub(1);
+    for (i, id) in ids.into_iter().enumerate() {
+        let allowed = c.allowed().unwrap();
+        if allowed[id as usize / 32] & (1 << (id % 32)) == 0 {
+            return false;
+        }
+        if c.accept(id).unwrap() {
+            return i == last;
+        }
+    }
+    false
+}
+
+/// Numbers in JSON always end: 16 digits at most before the point, as llama.cpp's JSON-schema
+/// grammar bounds them, and 9 after it (see `agent::calls::json_rule`), in a response format,
+/// in "any JSON object" and in a tool's arguments.
+#[test]
+fn json_numbers_are_bounded_so_every_reply_can_close() {
+    let engine = companion_tests::spawn_engine(1024);
+    let tokenizer = engine.tokenizer().clone();
+    let grammar = CallGrammar::new(&tokenizer).unwrap();
+    let schema = serde_json::json!({"type": "object", "properties": {
+        "age": {"type": "integer"}, "height": {"type": "number"}
+    }, "required": ["age", "height"]});
+    let lark = format!("start: {}", calls::json_rule(&schema));
+    let takes = |body: &str| grammar_takes(&grammar, &tokenizer, &lark, body);
+    let digits = |n: usize| "9".repeat(n);
+    assert!(takes(&format!(
+        "{{\"age\": {}, \"height\": 1.5}}",
+        digits(16)
+    )));
+    assert!(!takes(&format!(
+        "{{\"age\": {}, \"height\": 1.5}}",
+        digits(17)
+    )));
+    assert!(takes("{\"age\": -3, \"height\": -0.123456789}"));
+    assert!(!takes("{\"age\": 3, \"height\": 0.1234567891}"));
+    assert!(!takes(&format!(
+        "{{\"age\": 3, \"height\": {}.5}}",
+        digits(17)
+    )));
+
+    let any = format!("start: {}", calls::json_rule(&calls::any_object_schema()));
+    let takes_any = |body: &str| grammar_takes(&grammar, &tokenizer, &any, body);
+    assert!(takes_any(
+        "{\"a\": [1, {\"b\": 2.5}], \"c\": \"x\", \"d\": null}"
+    ));
+    assert!(!takes_any(&format!("{{\"a\": [{}]}}", digits(17))));
+
+    let tool = agent::Tool {
+        name: "set_age".into(),
+        description: "".into(),
+        parameters: serde_json::json!({"type": "object", "properties": {"age": {"type": "integer"}}}),
+        writes: false,
+    };
+    let call = calls::call_grammar(CallFormat::FencedJson, std::slice::from_ref(&tool));
+    let takes_call = |body: &str| grammar_takes(&grammar, &tokenizer, &call, body);
+    let body = |n: usize| {
+        format!(
+            "\n{{\"name\": \"set_age\", \"parameters\": {{\"age\": {}}}}}\n```",
+            digits(n)
+        )
+    };
+    assert!(takes_call(&body(16)));
+    assert!(!takes_call(&body(17)));
+}
