@@ -10,6 +10,8 @@
 //! - [`Sandbox`]: granted folders opened once with cap-std, every path resolved beneath them;
 //! - [`text`]: bounded reads of file text (a window; a stream of lines);
 //! - [`clock`] and [`calc`]: local time, reminder times, arithmetic;
+//! - [`ExternalTools`]: other programs' tools (MCP servers, through the `mcp` crate) under
+//!   the same approvals and audit;
 //! - [`calls`]: tool calls in the model's format — declarations, transcript, call grammar,
 //!   parsing.
 //!
@@ -23,6 +25,7 @@ pub mod calc;
 pub mod calls;
 pub mod clock;
 pub mod error;
+pub mod external;
 pub mod host;
 pub mod limits;
 pub mod sandbox;
@@ -34,6 +37,7 @@ pub mod tools;
 
 pub use approval::{Approval, ApprovalAnswer, ApprovalRequest, DenyWrites, RememberedApprovals};
 pub use error::{Error, HostError, Result};
+pub use external::{ExternalOutput, ExternalTool, ExternalTools};
 pub use host::{
     AuditEntry, CallOutcome, ConversationHit, ConversationKey, FileIdentity, FileSummarizer,
     FileSummary, FileToSummarize, NoteMatch, NoteView, ReminderView, ToolHost,

@@ -78,3 +78,14 @@ pub struct ToolProgress {
     pub message: String,
     pub remaining_seconds: Option<f64>,
 }
+
+/// Whether `name` is 1 to `max_len` ASCII letters, digits, `_`, `-` or one of `extra`: the
+/// names (of tools, of MCP servers) that are written into prompts and call syntax, where
+/// nothing else may appear.
+pub fn is_plain_name(name: &str, max_len: usize, extra: &[u8]) -> bool {
+    !name.is_empty()
+        && name.len() <= max_len
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-' || extra.contains(&b))
+}

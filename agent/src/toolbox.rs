@@ -10,6 +10,7 @@ use serde_json::{Value, json};
 
 use crate::approval::{Approval, ApprovalAnswer, ApprovalRequest, RememberedApprovals};
 use crate::error::{Error, Result};
+use crate::external::{ExternalTool, ExternalTools};
 use crate::host::{AuditEntry, CallOutcome, ConversationKey, FileSummarizer, ToolHost};
 use crate::limits::{Limits, TurnBudget};
 use crate::sandbox::Sandbox;
@@ -25,6 +26,8 @@ pub struct Toolbox<'a> {
     pub approval: &'a dyn Approval,
     pub remembered: &'a RememberedApprovals,
     pub limits: Limits,
+    /// Other programs' tools (MCP servers), beside the built-in ones; `None`: only ours.
+    pub external: Option<&'a dyn ExternalTools>,
 }
 
 /// One call's circumstances.
@@ -38,7 +41,13 @@ pub struct CallContext<'c> {
 
 impl Toolbox<'_> {
     pub fn tools(&self) -> Vec<Tool> {
-        crate::tools::declarations(&self.limits)
+        let mut tools = crate::tools::declarations(&self.limits);
+        tools.extend(self.external_tools().into_iter().map(|t| t.tool));
+        tools
+    }
+
+    fn external_tools(&self) -> Vec<ExternalTool> {
+        self.external.map(|e| e.tools()).unwrap_or_default()
     }
 
     pub fn tool(&self, name: &str) -> Option<Tool> {
@@ -81,6 +90,14 @@ impl Toolbox<'_> {
     }
 
     fn run(&self, call: &ToolCall, cx: &mut CallContext<'_>) -> Result<ToolOutput> {
+        if let (Some(external), Some(tool)) = (
+            self.external,
+            self.external_tools()
+                .into_iter()
+                .find(|t| t.tool.name == call.name),
+        ) {
+            return self.run_external(external, &tool, call, &cx.conversation);
+        }
         let tool = self
             .tool(&call.name)
             .ok_or_else(|| Error::UnknownTool(call.name.clone()))?;
@@ -92,10 +109,58 @@ impl Toolbox<'_> {
         crate::tools::run(self, &tool.name, &call.arguments, cx)
     }
 
+    /// Another program's tool: asked first unless pre-approved, its output cut to the
+    /// tool-result budget. Its arguments are not checked against our schema subset (a
+    /// server's schema may use more of JSON Schema): the call grammar built them from the
+    /// server's schema, and the server checks them again.
+    fn run_external(
+        &self,
+        external: &dyn ExternalTools,
+        tool: &ExternalTool,
+        call: &ToolCall,
+        conversation: &ConversationKey,
+    ) -> Result<ToolOutput> {
+        if !call.arguments.is_object() {
+            return Err(Error::invalid(
+                &call.name,
+                "the arguments must be an object",
+            ));
+        }
+        if !tool.pre_approved {
+            let action = format!("run on the MCP server \"{}\"", tool.server);
+            self.ask(&tool.tool, call, conversation, action)?;
+        }
+        let out = external.call(&call.name, &call.arguments)?;
+        let (text, truncated) = cut_to(&out.text, self.limits.read_max_bytes);
+        let mut text = if truncated {
+            format!(
+                "{text}\n[cut: the result was {} long; only the first {} are shown]",
+                crate::tools::human_bytes(out.text.len() as u64),
+                crate::tools::human_bytes(self.limits.read_max_bytes as u64)
+            )
+        } else {
+            text.to_string()
+        };
+        if out.is_error {
+            text = format!("{} reported an error: {text}", call.name);
+        }
+        Ok(ToolOutput::new(text, out.data, truncated))
+    }
+
     /// Ask before a write, unless the user already said yes for this tool in this
     /// conversation.
     fn approve(&self, tool: &Tool, call: &ToolCall, conversation: &ConversationKey) -> Result<()> {
         let action = crate::tools::describe_write(&tool.name, &call.arguments)?;
+        self.ask(tool, call, conversation, action)
+    }
+
+    fn ask(
+        &self,
+        tool: &Tool,
+        call: &ToolCall,
+        conversation: &ConversationKey,
+        action: String,
+    ) -> Result<()> {
         if self.remembered.covers(conversation, &tool.name) {
             return Ok(());
         }
@@ -116,6 +181,18 @@ impl Toolbox<'_> {
             }),
         }
     }
+}
+
+/// `text` cut to at most `max` bytes at a character boundary; whether anything was cut.
+fn cut_to(text: &str, max: usize) -> (&str, bool) {
+    if text.len() <= max {
+        return (text, false);
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    (&text[..end], true)
 }
 
 /// A failed call as the model (and a UI card) should see it: the error's sentence as plain

@@ -47,6 +47,7 @@ fn tools_write_and_read_the_store_and_every_call_is_audited() -> Result<()> {
         approval: &yes,
         remembered: &remembered,
         limits: Limits::default(),
+        external: None,
     };
     let conv = Some(c.id.as_str());
     let out = call(
@@ -148,6 +149,7 @@ fn grants_kept_in_the_store_open_the_sandbox_and_the_store_stays_private() -> Re
         approval: &agent::DenyWrites,
         remembered: &remembered,
         limits: Limits::default(),
+        external: None,
     };
     let out = call(&toolbox, None, "list_folder", json!({"path": "docs"}))?;
     assert_eq!(

@@ -196,3 +196,36 @@ impl StoreOptions {
         Ok(opened.store)
     }
 }
+
+/// `--mcp-config FILE`: the tools of MCP servers beside the built-in ones.
+#[derive(Args, Debug, Clone, Default)]
+pub struct McpOptions {
+    /// Also use the tools of the MCP servers in FILE: {"mcpServers": {NAME: {"command", "args",
+    /// "env"} or {"url", "headers"}}}, as Claude Desktop, Jan and LM Studio write it
+    #[arg(long = "mcp-config", value_name = "FILE")]
+    pub mcp_config: Option<PathBuf>,
+}
+
+impl McpOptions {
+    /// Starts the servers of `--mcp-config` (none without it). A server that fails is said on
+    /// stderr in one line, and the others are used.
+    pub fn start(&self) -> Result<Option<mcp::McpHub>> {
+        let Some(path) = &self.mcp_config else {
+            return Ok(None);
+        };
+        let config = mcp::McpConfig::load(path)?;
+        let hub = mcp::McpHub::start(&config)?;
+        for server in hub.status() {
+            if let Some(message) = &server.message {
+                eprintln!(
+                    "MCP server \"{}\" ({}): {message}",
+                    server.name, server.state
+                );
+            }
+            for notice in &server.notices {
+                eprintln!("MCP server \"{}\": {notice}", server.name);
+            }
+        }
+        Ok(Some(hub))
+    }
+}

@@ -427,6 +427,7 @@ impl Agent<'_> {
                 approval: &announced,
                 remembered: self.toolbox.remembered,
                 limits: self.toolbox.limits.clone(),
+                external: self.toolbox.external,
             };
             let mut progress = |p: ToolProgress| emit(AgentEvent::Progress(p));
             let mut cx = CallContext {

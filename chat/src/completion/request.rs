@@ -62,11 +62,7 @@ pub struct ChatRequest {
 /// Tool names as OpenAI's API admits them (letters, digits, `_` and `-`, at most 64): they
 /// are written into the prompt and into call syntax, so nothing else may be in them.
 pub fn check_tool_name(name: &str) -> Result<()> {
-    let ok = !name.is_empty()
-        && name.len() <= 64
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+    let ok = agent::tool::is_plain_name(name, 64, b"");
     if ok {
         Ok(())
     } else {

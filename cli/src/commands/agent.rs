@@ -3,7 +3,8 @@
 //! with its arguments, a write waiting for the terminal's answer (unless `--yes`), progress,
 //! the result's preview — and the answer streams to stdout. With `--json`, one JSON event per
 //! line instead (the events the app's cards show). Folders are granted for this run only;
-//! every call is recorded in the database's audit log. Ctrl-C stops the run: between steps,
+//! every call is recorded in the database's audit log. `--mcp-config FILE` adds the tools of
+//! the MCP servers in FILE (asked like writes, see `companion tools`). Ctrl-C stops the run: between steps,
 //! or at the next token.
 
 use std::sync::Arc;
@@ -17,7 +18,7 @@ use chat::tools::{JobSummarizer, StoreHost};
 use clap::Args as ClapArgs;
 use engine::SessionId;
 
-use crate::options::{ModelOptions, SamplingOptions, StoreOptions};
+use crate::options::{McpOptions, ModelOptions, SamplingOptions, StoreOptions};
 use crate::output::Stream;
 
 #[derive(ClapArgs)]
@@ -48,6 +49,8 @@ pub struct Args {
     model: ModelOptions,
     #[command(flatten)]
     pub(crate) store: StoreOptions,
+    #[command(flatten)]
+    pub(crate) mcp: McpOptions,
 }
 
 pub fn run(args: Args) -> Result<()> {
@@ -90,6 +93,7 @@ pub fn run(args: Args) -> Result<()> {
             super::tools::ask_on_terminal(request)
         }
     };
+    let hub = args.mcp.start()?;
     let toolbox = Toolbox {
         sandbox: &sandbox,
         host: &host,
@@ -97,6 +101,7 @@ pub fn run(args: Args) -> Result<()> {
         approval: &approval,
         remembered: &remembered,
         limits: Limits::default(),
+        external: hub.as_ref().map(|h| h as &dyn agent::ExternalTools),
     };
     let mut model = EngineModel {
         engine: engine.clone(),

@@ -20,7 +20,7 @@ use memory::{ConversationId, Role};
 
 use crate::output::{Stream, outln};
 
-use crate::options::{ModelOptions, SamplingOptions, StoreOptions};
+use crate::options::{McpOptions, ModelOptions, SamplingOptions, StoreOptions};
 
 #[derive(ClapArgs)]
 pub struct Args {
@@ -48,6 +48,8 @@ pub struct Args {
     pub(crate) model: ModelOptions,
     #[command(flatten)]
     pub(crate) store: StoreOptions,
+    #[command(flatten)]
+    pub(crate) mcp: McpOptions,
 }
 
 enum Input {
@@ -56,7 +58,7 @@ enum Input {
 }
 
 pub fn run(args: Args) -> Result<()> {
-    if !args.allow.is_empty() || !args.allow_write.is_empty() {
+    if !args.allow.is_empty() || !args.allow_write.is_empty() || args.mcp.mcp_config.is_some() {
         return super::chat_tools::run(args);
     }
     let params = args.sampling.params();

@@ -1,4 +1,4 @@
-//! `companion chat --allow DIR…`: the interactive chat with the agent's tools enabled. Each
+//! `companion chat --allow DIR… | --mcp-config FILE`: the interactive chat with the agent's tools enabled. Each
 //! message is a turn with tools of the conversation ([`chat::ConversationManager::send_with_tools`]):
 //! calls printed as they happen, writes asked on the terminal unless `--yes`; the messages,
 //! the calls kept with each answer, summaries of older turns and the KV snapshot at the end are
@@ -44,7 +44,16 @@ pub fn run(args: Args) -> Result<()> {
         }
         None => manager.create(chat::manager::NEW_CONVERSATION_TITLE)?,
     };
-    let names: Vec<String> = sandbox.grants().iter().map(|g| g.name.clone()).collect();
+    let hub = args.mcp.start()?;
+    let mut names: Vec<String> = sandbox.grants().iter().map(|g| g.name.clone()).collect();
+    if let Some(hub) = &hub {
+        names.extend(
+            hub.status()
+                .iter()
+                .filter(|s| s.state == "ready")
+                .map(|s| format!("MCP server \"{}\"", s.name)),
+        );
+    }
     eprintln!(
         "conversation {id}, tools on {}. /exit or Ctrl-D quits, Ctrl-C stops an answer.",
         names.join(", ")
@@ -93,6 +102,7 @@ pub fn run(args: Args) -> Result<()> {
         approval: &approval,
         remembered: &remembered,
         limits: Limits::default(),
+        external: hub.as_ref().map(|h| h as &dyn agent::ExternalTools),
     };
     let mut model = EngineModel {
         engine: engine.clone(),

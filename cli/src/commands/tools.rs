@@ -1,13 +1,16 @@
 //! `companion tools`: the agent's tools without the model, for scripts and tests.
 //!
-//! - `tools list [--json]`: every tool with its description and argument schema;
+//! - `tools list [--json] [--mcp-config FILE]`: every tool with its description and argument
+//!   schema, with the tools of the MCP servers in FILE (named `server/tool`);
 //! - `tools call NAME ARGS_JSON [--allow DIR]… [--allow-write DIR]… [--yes] [--db PATH]
 //!   [--json]`: run one tool. Folders are granted for this run only, by `--allow`
 //!   (read-only) and `--allow-write`; the database's own files are never reachable. A write
 //!   asks on the terminal unless `--yes`. The result goes to stdout (its text, or with
 //!   `--json` one object); a failure is one line on stderr and a non-zero exit. The call is
 //!   recorded in the database's audit log either way. The model is loaded only if the tool
-//!   is summarize_file.
+//!   is summarize_file. With `--mcp-config FILE`, an MCP server's tool (`server/tool`) is
+//!   called the same way, asked first unless the server marks it read-only and the file
+//!   allows that server's read-only tools (`"allowReadOnlyTools": true`).
 
 use std::cell::OnceCell;
 use std::io::{BufRead, Write};
@@ -27,7 +30,7 @@ use clap::{Args as ClapArgs, Subcommand};
 use engine::EngineHandle;
 use memory::Store;
 
-use crate::options::{ModelOptions, StoreOptions};
+use crate::options::{McpOptions, ModelOptions, StoreOptions};
 use crate::output::outln;
 
 #[derive(ClapArgs)]
@@ -42,6 +45,8 @@ enum Command {
     List {
         #[arg(long)]
         json: bool,
+        #[command(flatten)]
+        mcp: McpOptions,
     },
     /// Run one tool with JSON arguments, without the model (except for summarize_file)
     Call(CallArgs),
@@ -70,6 +75,8 @@ struct CallArgs {
     pub(crate) store: StoreOptions,
     #[command(flatten)]
     model: ModelOptions,
+    #[command(flatten)]
+    mcp: McpOptions,
 }
 
 impl Args {
@@ -84,22 +91,28 @@ impl Args {
 
 pub fn run(args: Args) -> Result<()> {
     match args.command {
-        Command::List { json } => list(json),
+        Command::List { json, mcp } => list(json, &mcp),
         Command::Call(call) => run_call(call),
     }
 }
 
-fn list(json: bool) -> Result<()> {
-    let tools = agent::declarations(&Limits::default());
+fn list(json: bool, mcp: &McpOptions) -> Result<()> {
+    let mut tools = agent::declarations(&Limits::default());
+    let hub = mcp.start()?;
+    if let Some(hub) = &hub {
+        use agent::ExternalTools;
+        tools.extend(hub.tools().into_iter().map(|t| t.tool));
+    }
     if json {
         outln!("{}", serde_json::to_string_pretty(&tools)?)?;
         return Ok(());
     }
     for tool in tools {
-        let writes = if tool.writes {
-            "  [writes: asks first]"
-        } else {
-            ""
+        let writes = match (tool.name.contains('/'), tool.writes) {
+            (false, true) => "  [writes: asks first]",
+            (false, false) => "",
+            (true, true) => "  [MCP: asks first]",
+            (true, false) => "  [MCP: read-only, allowed without asking]",
         };
         outln!("{}{writes}\n  {}", tool.name, tool.description)?;
         outln!("  arguments: {}", tool.parameters)?;
@@ -128,6 +141,7 @@ fn run_call(args: CallArgs) -> Result<()> {
             ask_on_terminal(request)
         }
     };
+    let hub = args.mcp.start()?;
     let toolbox = Toolbox {
         sandbox: &sandbox,
         host: &host,
@@ -135,6 +149,7 @@ fn run_call(args: CallArgs) -> Result<()> {
         approval: &approval,
         remembered: &remembered,
         limits: Limits::default(),
+        external: hub.as_ref().map(|h| h as &dyn agent::ExternalTools),
     };
     let budget = TurnBudget::for_limits(&toolbox.limits);
     let mut drew = false;

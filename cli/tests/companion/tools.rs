@@ -312,3 +312,89 @@ fn summarize_file_runs_the_document_job_on_the_real_model() {
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["data"]["fromStore"], true);
 }
+
+/// `--mcp-config`: an MCP server's tools listed beside ours and called the same way — asked
+/// on the terminal with the exact arguments, `--yes` to skip, a server that fails said in one
+/// line while the others work, a bad file refused in one line.
+#[test]
+fn mcp_servers_tools_are_listed_and_called_under_approval() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../mcp/tests/hostile_server.py");
+    let config = dir.path().join("mcp.json");
+    std::fs::write(
+        &config,
+        serde_json::json!({"mcpServers": {
+            "srv": {"command": "python3", "args": [&script, "serve"]},
+            "broken": {"command": "python3", "args": [&script, "exit-at-start"]},
+        }})
+        .to_string(),
+    )
+    .unwrap();
+    let config = config.to_str().unwrap();
+    let db = dir.path().join("c.db");
+    let db = db.to_str().unwrap();
+
+    let list = companion(&["tools", "list", "--json", "--mcp-config", config], "");
+    assert!(list.status.success(), "{}", stderr(&list));
+    let tools: serde_json::Value = serde_json::from_str(&stdout(&list)).unwrap();
+    let names: Vec<&str> = tools
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["name"].as_str())
+        .collect();
+    assert!(
+        names.contains(&"read_file") && names.contains(&"srv/echo"),
+        "{names:?}"
+    );
+    assert!(!names.iter().any(|n| n.starts_with("broken/")));
+    assert!(
+        stderr(&list).contains("missing API key HOSTILE_KEY"),
+        "{}",
+        stderr(&list)
+    );
+
+    let args = r#"{"text": "hello from the CLI"}"#;
+    let call = |extra: &[&str], stdin: &str| {
+        let mut a = vec![
+            "tools",
+            "call",
+            "srv/echo",
+            args,
+            "--mcp-config",
+            config,
+            "--db",
+            db,
+        ];
+        a.extend_from_slice(extra);
+        companion(&a, stdin)
+    };
+    let declined = call(&[], "n\n");
+    assert!(!declined.status.success());
+    let err = stderr(&declined);
+    assert!(
+        err.contains("srv/echo wants to run on the MCP server \"srv\""),
+        "{err}"
+    );
+    assert!(
+        err.contains(r#"arguments: {"text":"hello from the CLI"}"#),
+        "{err}"
+    );
+    assert!(err.contains("error [denied]"), "{err}");
+    let approved = call(&[], "y\n");
+    assert!(approved.status.success(), "{}", stderr(&approved));
+    assert_eq!(stdout(&approved).trim(), "hello from the CLI");
+    let skipped = call(&["--yes", "--json"], "");
+    assert!(skipped.status.success(), "{}", stderr(&skipped));
+    let out: serde_json::Value = serde_json::from_str(&stdout(&skipped)).unwrap();
+    assert_eq!(out["text"], "hello from the CLI");
+    assert_eq!(out["data"]["server"], "srv");
+
+    std::fs::write(dir.path().join("bad.json"), "{\"mcpServers\": 3}").unwrap();
+    let bad = dir.path().join("bad.json");
+    let o = companion(
+        &["tools", "list", "--mcp-config", bad.to_str().unwrap()],
+        "",
+    );
+    assert_clean_failure(&o, "not an MCP configuration");
+}

@@ -319,6 +319,7 @@ fn tool_turn(
         approval: &approval,
         remembered,
         limits: Limits::default(),
+        external: None,
     };
     let engine_model = EngineModel {
         engine: engine.clone(),

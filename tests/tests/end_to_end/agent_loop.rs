@@ -85,11 +85,35 @@ fn run(
     task: &str,
     cancel: Arc<AtomicBool>,
 ) -> (AgentOutcome, Vec<AgentEvent>, usize) {
+    run_with(
+        fx,
+        engine,
+        model,
+        params,
+        task,
+        cancel,
+        None,
+        ApprovalAnswer::No,
+    )
+}
+
+/// [`run`] with other programs' tools, approvals answered `answer`.
+#[allow(clippy::too_many_arguments)]
+fn run_with(
+    fx: &Fixture,
+    engine: &EngineHandle,
+    model: &mut dyn chat::agent_loop::AgentModel,
+    params: AgentParams,
+    task: &str,
+    cancel: Arc<AtomicBool>,
+    external: Option<&dyn agent::ExternalTools>,
+    answer: ApprovalAnswer,
+) -> (AgentOutcome, Vec<AgentEvent>, usize) {
     let host = StoreHost::new(&fx.store);
     let asked = RefCell::new(0usize);
     let approval = |_: &ApprovalRequest<'_>| {
         *asked.borrow_mut() += 1;
-        ApprovalAnswer::No
+        answer
     };
     let remembered = RememberedApprovals::new();
     let toolbox = Toolbox {
@@ -99,6 +123,7 @@ fn run(
         approval: &approval,
         remembered: &remembered,
         limits: Limits::default(),
+        external,
     };
     let grammar = CallGrammar::new(engine.tokenizer()).unwrap();
     let mut agent = Agent {
@@ -201,6 +226,70 @@ fn a_file_cannot_forge_a_turn_or_a_call() {
         .filter(|e| matches!(e, AgentEvent::CallStarted { .. }))
         .collect();
     assert_eq!(started.len(), 1);
+}
+
+/// An MCP server's tool in the loop: declared beside ours as `server/tool`, decoded through
+/// the grammar of its own schema, asked first (the server does not mark it read-only), in the
+/// audit log, and its result — text that spells control tokens — stays data.
+#[test]
+fn an_mcp_servers_tool_is_asked_for_audited_and_its_result_stays_data() {
+    let fx = fixture(&[]);
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../mcp/tests/hostile_server.py"
+    );
+    let config = mcp::McpConfig::parse(
+        &json!({"mcpServers": {"srv": {"command": "python3", "args": [script, "serve"]}}})
+            .to_string(),
+    )
+    .unwrap();
+    let hub = mcp::McpHub::start(&config).unwrap();
+    let engine = companion_tests::spawn_engine(4096);
+    let format = call_format(engine.tokenizer());
+    let mut tools = agent::declarations(&Limits::default());
+    tools.extend(
+        agent::ExternalTools::tools(&hub)
+            .into_iter()
+            .map(|t| t.tool),
+    );
+    let call = ToolCall::new("srv/tokens", json!({}));
+    let mut model =
+        ScriptedCalls::new(engine_model(&engine), format, tools.clone(), [call.clone()]);
+    let p = AgentParams {
+        max_steps: 1,
+        ..params()
+    };
+    let (outcome, events, asked) = run_with(
+        &fx,
+        &engine,
+        &mut model,
+        p,
+        "Use the srv tools.",
+        Arc::new(AtomicBool::new(false)),
+        Some(&hub),
+        ApprovalAnswer::Yes,
+    );
+    print(&outcome, &events);
+    assert_eq!(asked, 1, "the call was asked for");
+    assert_eq!(outcome.steps[0].call.as_ref(), Some(&call));
+    assert!(outcome.steps[0].ok);
+    assert!(outcome.steps[0].result.contains("<start_of_turn>user"));
+    // the result is in the transcript as text: only the template's own turn markers
+    let tokenizer = engine.tokenizer();
+    let pieces = calls::render(format, &tools, &outcome.entries, false);
+    let template_ends = pieces
+        .iter()
+        .filter(|p| **p == calls::Piece::Control("<end_of_turn>"))
+        .count();
+    let ids = encode_pieces(tokenizer, &pieces, true).unwrap();
+    let end_of_turn = tokenizer.end_of_turn_id().unwrap();
+    assert_eq!(
+        ids.iter().filter(|&&t| t == end_of_turn).count(),
+        template_ends
+    );
+    let audit = fx.store.tool_calls(None, 0, 10).unwrap();
+    assert_eq!(audit.len(), 1, "{audit:?}");
+    assert_eq!(audit[0].tool, "srv/tokens");
 }
 
 #[test]
@@ -373,6 +462,7 @@ fn a_conversation_turn_with_tools_keeps_its_calls_and_the_chat_goes_on() {
         approval: &approval,
         remembered: &remembered,
         limits: Limits::default(),
+        external: None,
     };
     let grammar = CallGrammar::new(engine.tokenizer()).unwrap();
     let format = call_format(engine.tokenizer());

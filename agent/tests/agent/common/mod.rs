@@ -167,6 +167,7 @@ impl<'a> Rig<'a> {
                 approval,
                 remembered,
                 limits,
+                external: None,
             },
             budget,
         }
