@@ -44,7 +44,7 @@ impl ApiError {
         let mut e = Self::new(
             StatusCode::UNAUTHORIZED,
             "authentication_error",
-            "a valid API token is required: send `Authorization: Bearer TOKEN` with the token `companion serve` names on its first line (or the app's settings show)",
+            "a valid API token is required: send `Authorization: Bearer TOKEN` (or `x-api-key: TOKEN`) with the token `companion serve` names on its first line (or the app's settings show)",
         );
         e.code = Some("invalid_api_key".into());
         e

@@ -1,7 +1,9 @@
 //! What every request passes before a handler sees it: addressed to this loopback server
 //! (the `Host` check that stops DNS rebinding: a web page whose name resolves to 127.0.0.1
 //! still sends its own name), not from another web origin (no CORS: a browser page cannot
-//! read our answers or send credentials), and carrying the token.
+//! read our answers or send credentials), and carrying the token — as OpenAI's clients send it
+//! (`Authorization: Bearer`) or Anthropic's (`x-api-key`). A refusal is written in the dialect
+//! of the route it was for.
 
 use std::sync::Arc;
 
@@ -9,7 +11,7 @@ use axum::extract::{Request, State};
 use axum::http::HeaderMap;
 use axum::http::header::{AUTHORIZATION, HOST, HeaderName, ORIGIN};
 use axum::middleware::Next;
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 
 use crate::error::ApiError;
 use crate::server::ApiState;
@@ -23,6 +25,9 @@ fn local_authorities(port: u16) -> [String; 3] {
         format!("[::1]:{port}"),
     ]
 }
+
+/// Anthropic's header for the API key.
+const API_KEY: &str = "x-api-key";
 
 pub(crate) fn host_allowed(host: Option<&str>, port: u16) -> bool {
     host.is_some_and(|h| {
@@ -61,8 +66,16 @@ fn verdict(state: &ApiState, headers: &HeaderMap) -> Result<(), ApiError> {
             "requests from web pages of other origins are refused",
         ));
     }
-    let given = bearer(header(AUTHORIZATION)).unwrap_or("");
-    if !same_token(given.as_bytes(), state.token.as_bytes()) {
+    // either header may carry it: a client sends the one its dialect names
+    let given = [
+        bearer(header(AUTHORIZATION)),
+        header(HeaderName::from_static(API_KEY)).map(str::trim),
+    ];
+    if !given
+        .into_iter()
+        .flatten()
+        .any(|token| same_token(token.as_bytes(), state.token.as_bytes()))
+    {
         return Err(ApiError::unauthorized());
     }
     Ok(())
@@ -75,7 +88,7 @@ pub(crate) async fn check(
 ) -> Response {
     if let Err(e) = verdict(&state, request.headers()) {
         tracing::info!(path = %request.uri().path(), status = e.status.as_u16(), "api request refused");
-        return e.into_response();
+        return crate::anthropic::in_dialect(request.uri().path(), e);
     }
     next.run(request).await
 }

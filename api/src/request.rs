@@ -67,7 +67,7 @@ const CHAT_KEYS: &[&str] = &[
 
 const TEXT_KEYS: &[&str] = &["prompt", "echo", "suffix", "best_of"];
 
-fn object(body: &[u8]) -> Result<Map<String, Value>, ApiError> {
+pub(crate) fn object(body: &[u8]) -> Result<Map<String, Value>, ApiError> {
     match serde_json::from_slice::<Value>(body) {
         Ok(Value::Object(map)) => Ok(map),
         Ok(_) => Err(ApiError::bad_request(
@@ -79,9 +79,11 @@ fn object(body: &[u8]) -> Result<Map<String, Value>, ApiError> {
     }
 }
 
-fn refuse_unknown(map: &Map<String, Value>, extra: &[&str]) -> Result<(), ApiError> {
+/// A 400 naming the first key of `map` in none of the `known` lists: a parameter we do not
+/// know is one we would silently not honour.
+pub(crate) fn refuse_unknown(map: &Map<String, Value>, known: &[&[&str]]) -> Result<(), ApiError> {
     for key in map.keys() {
-        if !SAMPLING_KEYS.contains(&key.as_str()) && !extra.contains(&key.as_str()) {
+        if !known.iter().any(|list| list.contains(&key.as_str())) {
             return Err(ApiError::unsupported(
                 key,
                 format!("the parameter `{key}` is not supported by Companion's local API"),
@@ -91,7 +93,7 @@ fn refuse_unknown(map: &Map<String, Value>, extra: &[&str]) -> Result<(), ApiErr
     Ok(())
 }
 
-fn wrong_type(key: &str, what: &str) -> ApiError {
+pub(crate) fn wrong_type(key: &str, what: &str) -> ApiError {
     let mut e = ApiError::bad_request(format!("`{key}` must be {what}"));
     e.param = Some(key.to_string());
     e.code = Some("invalid_type".into());
@@ -99,7 +101,7 @@ fn wrong_type(key: &str, what: &str) -> ApiError {
 }
 
 /// `key` as a number when present and not null.
-fn number(map: &Map<String, Value>, key: &str) -> Result<Option<f64>, ApiError> {
+pub(crate) fn number(map: &Map<String, Value>, key: &str) -> Result<Option<f64>, ApiError> {
     match map.get(key) {
         None | Some(Value::Null) => Ok(None),
         Some(v) => v
@@ -110,7 +112,7 @@ fn number(map: &Map<String, Value>, key: &str) -> Result<Option<f64>, ApiError> 
     }
 }
 
-fn count(map: &Map<String, Value>, key: &str) -> Result<Option<u64>, ApiError> {
+pub(crate) fn count(map: &Map<String, Value>, key: &str) -> Result<Option<u64>, ApiError> {
     match map.get(key) {
         None | Some(Value::Null) => Ok(None),
         Some(v) => v
@@ -120,7 +122,7 @@ fn count(map: &Map<String, Value>, key: &str) -> Result<Option<u64>, ApiError> {
     }
 }
 
-fn flag(map: &Map<String, Value>, key: &str) -> Result<Option<bool>, ApiError> {
+pub(crate) fn flag(map: &Map<String, Value>, key: &str) -> Result<Option<bool>, ApiError> {
     match map.get(key) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::Bool(b)) => Ok(Some(*b)),
@@ -128,7 +130,10 @@ fn flag(map: &Map<String, Value>, key: &str) -> Result<Option<bool>, ApiError> {
     }
 }
 
-fn string<'a>(map: &'a Map<String, Value>, key: &str) -> Result<Option<&'a str>, ApiError> {
+pub(crate) fn string<'a>(
+    map: &'a Map<String, Value>,
+    key: &str,
+) -> Result<Option<&'a str>, ApiError> {
     match map.get(key) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(s)) => Ok(Some(s)),
@@ -149,19 +154,76 @@ fn fresh_seed() -> u64 {
     u64::from_le_bytes(b)
 }
 
+/// `model`, which every request must name (both dialects: a client must not believe it
+/// reached another model than the one served).
+pub(crate) fn model(map: &Map<String, Value>) -> Result<String, ApiError> {
+    Ok(string(map, "model")?
+        .ok_or_else(|| {
+            let mut e = ApiError::bad_request("`model` is required (GET /v1/models lists it)");
+            e.param = Some("model".into());
+            e
+        })?
+        .to_string())
+}
+
+/// The sampling fields present in `map` (the caller's list of accepted keys decides which may
+/// be), over our defaults, with a fresh seed when none is given.
+pub(crate) fn sampling(map: &Map<String, Value>) -> Result<SamplingParams, ApiError> {
+    let defaults = SamplingParams::default();
+    let mut sampling = SamplingParams {
+        seed: fresh_seed(),
+        ..defaults
+    };
+    if let Some(t) = number(map, "temperature")? {
+        if !(0.0..=2.0).contains(&t) {
+            return Err(ApiError::bad_request(
+                "`temperature` must be between 0 and 2",
+            ));
+        }
+        sampling.temperature = t as f32;
+    }
+    if let Some(p) = number(map, "top_p")? {
+        sampling.top_p = p as f32;
+    }
+    if let Some(p) = number(map, "min_p")? {
+        sampling.min_p = p as f32;
+    }
+    if let Some(k) = count(map, "top_k")? {
+        sampling.top_k = k as usize;
+    }
+    if let Some(r) = number(map, "repeat_penalty")? {
+        sampling.repetition_penalty = r as f32;
+    }
+    if let Some(p) = number(map, "presence_penalty")? {
+        if !(-2.0..=2.0).contains(&p) {
+            return Err(ApiError::bad_request(
+                "`presence_penalty` must be between -2 and 2",
+            ));
+        }
+        sampling.presence_penalty = p as f32;
+    }
+    match map.get("seed") {
+        None | Some(Value::Null) => {}
+        Some(v) => {
+            sampling.seed = v
+                .as_u64()
+                .or_else(|| v.as_i64().map(|i| i as u64))
+                .ok_or_else(|| wrong_type("seed", "an integer"))?;
+        }
+    }
+    sampling
+        .validate()
+        .map_err(|e| ApiError::bad_request(e.to_string()))?;
+    Ok(sampling)
+}
+
 /// The parameters both endpoints share; `default_max` when `max_tokens` is absent.
 fn common(
     map: &Map<String, Value>,
     max_keys: &[&str],
     default_max: usize,
 ) -> Result<Common, ApiError> {
-    let model = string(map, "model")?
-        .ok_or_else(|| {
-            let mut e = ApiError::bad_request("`model` is required (GET /v1/models lists it)");
-            e.param = Some("model".into());
-            e
-        })?
-        .to_string();
+    let model = model(map)?;
     let stream = flag(map, "stream")?.unwrap_or(false);
     match map.get("stream_options") {
         None | Some(Value::Null) => {}
@@ -221,51 +283,7 @@ fn common(
     }
     string(map, "user")?;
 
-    let defaults = SamplingParams::default();
-    let mut sampling = SamplingParams {
-        seed: fresh_seed(),
-        ..defaults
-    };
-    if let Some(t) = number(map, "temperature")? {
-        if !(0.0..=2.0).contains(&t) {
-            return Err(ApiError::bad_request(
-                "`temperature` must be between 0 and 2",
-            ));
-        }
-        sampling.temperature = t as f32;
-    }
-    if let Some(p) = number(map, "top_p")? {
-        sampling.top_p = p as f32;
-    }
-    if let Some(p) = number(map, "min_p")? {
-        sampling.min_p = p as f32;
-    }
-    if let Some(k) = count(map, "top_k")? {
-        sampling.top_k = k as usize;
-    }
-    if let Some(r) = number(map, "repeat_penalty")? {
-        sampling.repetition_penalty = r as f32;
-    }
-    if let Some(p) = number(map, "presence_penalty")? {
-        if !(-2.0..=2.0).contains(&p) {
-            return Err(ApiError::bad_request(
-                "`presence_penalty` must be between -2 and 2",
-            ));
-        }
-        sampling.presence_penalty = p as f32;
-    }
-    match map.get("seed") {
-        None | Some(Value::Null) => {}
-        Some(v) => {
-            sampling.seed = v
-                .as_u64()
-                .or_else(|| v.as_i64().map(|i| i as u64))
-                .ok_or_else(|| wrong_type("seed", "an integer"))?;
-        }
-    }
-    sampling
-        .validate()
-        .map_err(|e| ApiError::bad_request(e.to_string()))?;
+    let sampling = sampling(map)?;
 
     let mut max_tokens = default_max;
     for key in max_keys {
@@ -367,19 +385,29 @@ fn tool_calls(value: &Value, at: &str) -> Result<Vec<(String, ToolCall)>, ApiErr
     Ok(calls)
 }
 
-fn messages(value: Option<&Value>) -> Result<Vec<RequestMessage>, ApiError> {
+/// `messages`, each with where it is (`messages[i]`) and its `role`.
+pub(crate) fn with_roles(value: Option<&Value>) -> Result<Vec<(String, &str, &Value)>, ApiError> {
     let Some(Value::Array(items)) = value else {
         return Err(wrong_type("messages", "a list of messages"));
     };
+    items
+        .iter()
+        .enumerate()
+        .map(|(i, m)| {
+            let at = format!("messages[{i}]");
+            match m.get("role").and_then(Value::as_str) {
+                Some(role) => Ok((at, role, m)),
+                None => Err(ApiError::bad_request(format!("`{at}` has no `role`"))),
+            }
+        })
+        .collect()
+}
+
+fn messages(value: Option<&Value>) -> Result<Vec<RequestMessage>, ApiError> {
     // a tool result names its call by id; the formats name the tool
     let mut call_names: Vec<(String, String)> = Vec::new();
     let mut out = Vec::new();
-    for (i, m) in items.iter().enumerate() {
-        let at = format!("messages[{i}]");
-        let role = m
-            .get("role")
-            .and_then(Value::as_str)
-            .ok_or_else(|| ApiError::bad_request(format!("`{at}` has no `role`")))?;
+    for (at, role, m) in with_roles(value)? {
         let text = content(m.get("content"), &format!("{at}.content"))?;
         out.push(match role {
             "system" | "developer" => RequestMessage::System(text),
@@ -424,14 +452,22 @@ fn messages(value: Option<&Value>) -> Result<Vec<RequestMessage>, ApiError> {
     Ok(out)
 }
 
+/// An optional list: its items, none when absent or null.
+pub(crate) fn list<'a>(
+    value: Option<&'a Value>,
+    key: &str,
+    what: &str,
+) -> Result<&'a [Value], ApiError> {
+    match value {
+        None | Some(Value::Null) => Ok(&[]),
+        Some(Value::Array(items)) => Ok(items),
+        Some(_) => Err(wrong_type(key, what)),
+    }
+}
+
 fn tools(value: Option<&Value>) -> Result<Vec<Tool>, ApiError> {
-    let items = match value {
-        None | Some(Value::Null) => return Ok(Vec::new()),
-        Some(Value::Array(items)) => items,
-        Some(_) => return Err(wrong_type("tools", "a list of tools")),
-    };
     let mut out = Vec::new();
-    for (i, t) in items.iter().enumerate() {
+    for (i, t) in list(value, "tools", "a list of tools")?.iter().enumerate() {
         if t.get("type").and_then(Value::as_str) != Some("function") {
             return Err(ApiError::unsupported(
                 &format!("tools[{i}].type"),
@@ -444,27 +480,35 @@ fn tools(value: Option<&Value>) -> Result<Vec<Tool>, ApiError> {
             .ok_or_else(|| {
                 ApiError::bad_request(format!("`tools[{i}]` has no `function` object"))
             })?;
-        let name = f
-            .get("name")
-            .and_then(Value::as_str)
-            .ok_or_else(|| ApiError::bad_request(format!("`tools[{i}].function` has no name")))?;
-        out.push(Tool {
-            name: Cow::Owned(name.to_string()),
-            description: Cow::Owned(
-                f.get("description")
-                    .and_then(Value::as_str)
-                    .unwrap_or("")
-                    .to_string(),
-            ),
-            parameters: f
-                .get("parameters")
-                .cloned()
-                .unwrap_or_else(|| json!({"type": "object", "properties": {}})),
-            // the client runs its own tools; nothing is run here
-            writes: false,
-        });
+        out.push(client_tool(
+            f,
+            &format!("tools[{i}].function"),
+            "parameters",
+        )?);
     }
     Ok(out)
+}
+
+/// A tool a client declares at `at`: its `name`, `description` and the schema under
+/// `schema_key` (without one it takes no arguments).
+pub(crate) fn client_tool(
+    declared: &Map<String, Value>,
+    at: &str,
+    schema_key: &str,
+) -> Result<Tool, ApiError> {
+    let name = string(declared, "name")?
+        .ok_or_else(|| ApiError::bad_request(format!("`{at}` has no `name`")))?;
+    Ok(Tool {
+        name: Cow::Owned(name.to_string()),
+        description: Cow::Owned(string(declared, "description")?.unwrap_or("").to_string()),
+        parameters: declared
+            .get(schema_key)
+            .filter(|s| !s.is_null())
+            .cloned()
+            .unwrap_or_else(|| json!({"type": "object", "properties": {}})),
+        // the client runs its own tools; nothing is run here
+        writes: false,
+    })
 }
 
 fn tool_choice(value: Option<&Value>) -> Result<ToolChoice, ApiError> {
@@ -525,7 +569,7 @@ fn response_format(value: Option<&Value>) -> Result<OutputFormat, ApiError> {
 /// `POST /v1/chat/completions`. Without `max_tokens` the reply may fill the context.
 pub fn chat_call(body: &[u8]) -> Result<ChatCall, ApiError> {
     let map = object(body)?;
-    refuse_unknown(&map, CHAT_KEYS)?;
+    refuse_unknown(&map, &[SAMPLING_KEYS, CHAT_KEYS])?;
     let common = common(&map, &["max_tokens", "max_completion_tokens"], usize::MAX)?;
     flag(&map, "parallel_tool_calls")?;
     let request = ChatRequest {
@@ -541,7 +585,7 @@ pub fn chat_call(body: &[u8]) -> Result<ChatCall, ApiError> {
 /// `POST /v1/completions`. Without `max_tokens`, 16 tokens, as OpenAI's default.
 pub fn text_call(body: &[u8]) -> Result<TextCall, ApiError> {
     let map = object(body)?;
-    refuse_unknown(&map, TEXT_KEYS)?;
+    refuse_unknown(&map, &[SAMPLING_KEYS, TEXT_KEYS])?;
     let common = common(&map, &["max_tokens"], 16)?;
     if flag(&map, "echo")? == Some(true) {
         return Err(ApiError::unsupported("echo", "`echo` is not supported"));

@@ -10,6 +10,8 @@ import json
 import sys
 from urllib.parse import urlparse
 
+from api_checks import check, conclude, http_to, user
+
 try:
     import openai
     from openai import OpenAI
@@ -21,27 +23,7 @@ base, token, model, context = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.arg
 client = OpenAI(base_url=base, api_key=token, max_retries=0, timeout=300)
 auth = {"Authorization": f"Bearer {token}"}
 server = urlparse(base)
-failures = []
-
-
-def plain_http(method, path, headers=None, body=None):
-    """A request as the client cannot send it: (status, headers, body text)."""
-    conn = http.client.HTTPConnection(server.hostname, server.port, timeout=120)
-    conn.request(method, server.path + path, body=body, headers=headers or {})
-    r = conn.getresponse()
-    text = r.read().decode("utf-8", "replace")
-    conn.close()
-    return r.status, {k.lower(): v for k, v in r.getheaders()}, text
-
-
-def check(name, ok, detail=""):
-    print(("ok   " if ok else "FAIL ") + name + (f": {detail}" if detail else ""), flush=True)
-    if not ok:
-        failures.append(name)
-
-
-def user(text):
-    return [{"role": "user", "content": text}]
+plain_http = http_to(base)
 
 
 def refused(name, call, error_type, needle):
@@ -290,7 +272,4 @@ check("the stream was read before disconnecting", got >= 4, str(got))
 after = client.chat.completions.create(model=model, messages=prompt, max_tokens=12, temperature=0)
 check("the next request after a disconnect works", after.choices[0].message.content == text, repr(after.choices[0].message.content))
 
-if failures:
-    print(f"{len(failures)} check(s) failed: {', '.join(failures)}")
-    sys.exit(1)
-print("all checks passed")
+conclude()

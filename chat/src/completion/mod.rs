@@ -13,6 +13,7 @@
 //! - Every text — messages, tool results, a raw prompt — is tokenized as data: no client can
 //!   write a control token.
 
+mod count;
 mod request;
 mod run;
 mod save;

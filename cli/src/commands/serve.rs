@@ -1,6 +1,6 @@
-//! `companion serve`: the local API (OpenAI-compatible) on 127.0.0.1 for the user's other
-//! programs, on the model the other commands use. The first line on stdout says where it
-//! listens and where its token is; Ctrl-C stops it after the requests in flight.
+//! `companion serve`: the local API (OpenAI- and Anthropic-compatible) on 127.0.0.1 for the
+//! user's other programs, on the model the other commands use. The first line on stdout says
+//! where it listens and where its token is; Ctrl-C stops it after the requests in flight.
 
 use std::io::Write;
 use std::sync::Arc;

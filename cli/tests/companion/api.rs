@@ -4,7 +4,9 @@
 //! reply, tool calls, saving only when asked, the refusals (401, 400, 403, 404, 413) and a
 //! client that disconnects mid-stream. Then, from outside the server: its log shows that the
 //! abandoned stream was cancelled (long before its token limit), and the database holds the
-//! one exchange that asked to be saved and nothing else.
+//! one exchange that asked to be saved and nothing else. The same for Anthropic's Messages API
+//! with the official `anthropic` client (`cli/tests/anthropic_client.py`), on a server of its
+//! own.
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
@@ -23,15 +25,14 @@ impl Drop for Server {
     }
 }
 
-#[test]
-fn the_openai_client_works_against_companion_serve() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("companion.db");
+/// A server on a free port with its own database, and what its first line says: the API's
+/// base URL (`…/v1`) and the model's id.
+fn start(db: &Path) -> (Server, String, String) {
     let mut server = Server(
         Command::new(env!("CARGO_BIN_EXE_companion"))
             .args(["serve", "--port", "0", "--context", CONTEXT])
             .arg("--db")
-            .arg(&db)
+            .arg(db)
             .env("COMPANION_API_TOKEN", TOKEN)
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -56,24 +57,37 @@ fn the_openai_client_works_against_companion_serve() {
         .and_then(|rest| rest.split(';').next())
         .unwrap_or_else(|| panic!("no model on the first line: {first:?}"))
         .to_string();
+    (server, base, model)
+}
 
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/openai_client.py");
+/// Runs a client script against the server; its checks, one a line, are printed.
+fn run_client(script: &str, base: &str, model: &str) -> String {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests")
+        .join(script);
     let out = Command::new("python3")
         .arg(&script)
-        .args([&base, TOKEN, &model, CONTEXT])
+        .args([base, TOKEN, model, CONTEXT])
+        // the scripts import their shared helpers: no __pycache__ left in the source tree
+        .env("PYTHONDONTWRITEBYTECODE", "1")
         .output()
         .expect("python3 runs");
-    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     println!("{stdout}");
     eprintln!("{}", String::from_utf8_lossy(&out.stderr));
     assert!(
         out.status.success(),
         "the client's checks failed:\n{stdout}"
     );
-    drop(server);
+    stdout
+}
 
-    // the stream abandoned after four pieces stopped at the next decode steps, not at 1500
-    let log = std::fs::read_to_string(dir.path().join("logs").join("companion.log")).unwrap();
+/// What the server left behind once stopped: its log shows the one stream the client
+/// abandoned after four pieces stopped at the next decode steps (not at its 1500 tokens) and
+/// holds none of `request_words`; the database holds exactly the exchange the client asked to
+/// save (the script prints its id).
+fn check_after(dir: &Path, db: &Path, stdout: &str, request_words: &[&str]) {
+    let log = std::fs::read_to_string(dir.join("logs").join("companion.log")).unwrap();
     let cancelled: Vec<&str> = log
         .lines()
         .filter(|l| l.contains("api request") && l.contains("finish=Cancelled"))
@@ -93,19 +107,17 @@ fn the_openai_client_works_against_companion_serve() {
         tokens < 200,
         "the abandoned stream ran on for {tokens} tokens"
     );
-    assert!(
-        !log.contains("Tell me") && !log.contains("lighthouse"),
-        "the log holds request text"
-    );
+    for word in request_words {
+        assert!(!log.contains(word), "the log holds request text: {word}");
+    }
 
-    // exactly the exchange that asked to be saved
     let saved = stdout
         .lines()
         .find_map(|l| l.strip_prefix("saved-conversation "))
         .expect("the script names the saved conversation")
         .trim()
         .to_string();
-    let store = memory::Store::open(&db).unwrap().store;
+    let store = memory::Store::open(db).unwrap().store;
     let conversations = store.list_conversations(0, 100).unwrap();
     assert_eq!(conversations.len(), 1, "{conversations:?}");
     let saved_one = &conversations[0].conversation;
@@ -113,6 +125,33 @@ fn the_openai_client_works_against_companion_serve() {
     let messages = store.messages(&saved_one.id).unwrap();
     assert_eq!(messages.len(), 2);
     assert_eq!(messages[0].text, "Remember this exchange.");
+}
+
+#[test]
+fn the_openai_client_works_against_companion_serve() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("companion.db");
+    let (server, base, model) = start(&db);
+    let stdout = run_client("openai_client.py", &base, &model);
+    drop(server);
+    check_after(dir.path(), &db, &stdout, &["Tell me", "lighthouse"]);
+}
+
+#[test]
+fn the_anthropic_client_works_against_companion_serve() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("companion.db");
+    let (server, base, model) = start(&db);
+    // Anthropic's client adds `/v1/messages` to the server's root
+    let root = base.trim_end_matches("/v1");
+    let stdout = run_client("anthropic_client.py", root, &model);
+    drop(server);
+    check_after(
+        dir.path(),
+        &db,
+        &stdout,
+        &["Tell me", "lighthouse", "Oslo", "Sunny"],
+    );
 }
 
 /// `companion serve | head -1`: whoever started the server stops reading its output. The
