@@ -165,6 +165,7 @@ mod tests {
             prompt_tokens: 10,
             completion_tokens: 3,
             partial_call: None,
+            stop_sequence: None,
         }
     }
 

@@ -101,6 +101,21 @@ s = client.messages.create(
 )
 check("system, stop_sequences and metadata are taken", s.usage.input_tokens == as_string.input_tokens, str(s.usage))
 
+# a stop sequence taken from the greedy reply ends that same reply there, and is named
+full = "".join(b.text for b in whole.content if b.type == "text")
+cut_at = max(1, len(full) // 2)
+stop = full[cut_at:cut_at + 3]
+if stop.strip():
+    stopped = client.messages.create(model=model, max_tokens=12, messages=prompt, stop_sequences=[stop], extra_body=greedy)
+    text = "".join(b.text for b in stopped.content if b.type == "text")
+    check(
+        "a stop sequence is reported as stop_sequence, with which",
+        stopped.stop_reason == "stop_sequence" and stopped.stop_sequence == stop and full.startswith(text) and stop not in text,
+        f"{stop!r}: {stopped.model_dump_json()[:300]}",
+    )
+else:
+    check("the greedy reply has text to take a stop sequence from", False, repr(full))
+
 # the same streamed: Anthropic's event order, the same text (greedy)
 types, pieces, start_usage, delta, blocks = [], [], None, None, {}
 for event in client.messages.create(model=model, max_tokens=12, messages=prompt, stream=True, extra_body=greedy):

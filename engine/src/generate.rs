@@ -86,6 +86,9 @@ pub struct Generation {
     pub ids: Vec<u32>,
     pub text: String,
     pub stop_reason: StopReason,
+    /// The stop string that ended it (with [`StopReason::StopString`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stop_string: Option<String>,
     pub stats: GenerationStats,
 }
 
@@ -103,18 +106,20 @@ impl StopFilter {
         }
     }
 
-    /// Feed text; returns (text safe to emit, whether a stop string was hit).
-    fn feed(&mut self, text: &str) -> (String, bool) {
+    /// Feed text; returns (text safe to emit, the stop string that was hit: the one that
+    /// starts first, the longest of those that start there).
+    fn feed(&mut self, text: &str) -> (String, Option<String>) {
         self.pending.push_str(text);
-        if let Some(at) = self
+        if let Some((at, stop)) = self
             .stops
             .iter()
-            .filter_map(|s| self.pending.find(s.as_str()))
-            .min()
+            .filter_map(|s| self.pending.find(s.as_str()).map(|at| (at, s)))
+            .min_by(|a, b| a.0.cmp(&b.0).then(b.1.len().cmp(&a.1.len())))
         {
             let out = self.pending[..at].to_string();
+            let stop = stop.clone();
             self.pending.clear();
-            return (out, true);
+            return (out, Some(stop));
         }
         // keep the longest suffix that is a proper prefix of some stop string
         let mut keep = 0;
@@ -130,7 +135,7 @@ impl StopFilter {
         let cut = self.pending.len() - keep;
         let out = self.pending[..cut].to_string();
         self.pending.drain(..cut);
-        (out, false)
+        (out, None)
     }
 
     fn finish(&mut self) -> String {
@@ -224,6 +229,7 @@ impl Engine {
 
         let mut stream = tokenizer.stream();
         let mut filter = StopFilter::new(&params.stop_strings);
+        let mut stop_string = None;
         let mut ids = Vec::new();
         let mut text = String::new();
         let mut history: Vec<u32> = prompt.to_vec();
@@ -281,7 +287,8 @@ impl Engine {
             if let Some(piece) = stream.push(id) {
                 let (out, hit) = filter.feed(&piece);
                 emit(&out, &mut text);
-                if hit {
+                if hit.is_some() {
+                    stop_string = hit;
                     break StopReason::StopString;
                 }
             }
@@ -361,6 +368,7 @@ impl Engine {
             ids,
             text,
             stop_reason,
+            stop_string,
             stats,
         })
     }
@@ -373,16 +381,25 @@ mod tests {
     #[test]
     fn stop_filter_holds_back_partial_matches() {
         let mut f = StopFilter::new(&["STOP".to_string()]);
-        assert_eq!(f.feed("hello S"), ("hello ".to_string(), false));
-        assert_eq!(f.feed("T"), (String::new(), false));
-        assert_eq!(f.feed("x"), ("STx".to_string(), false));
-        assert_eq!(f.feed(" aSTOPb"), (" a".to_string(), true));
+        assert_eq!(f.feed("hello S"), ("hello ".to_string(), None));
+        assert_eq!(f.feed("T"), (String::new(), None));
+        assert_eq!(f.feed("x"), ("STx".to_string(), None));
+        assert_eq!(
+            f.feed(" aSTOPb"),
+            (" a".to_string(), Some("STOP".to_string()))
+        );
+    }
+
+    #[test]
+    fn the_stop_that_starts_first_is_the_one_reported() {
+        let mut f = StopFilter::new(&["b".to_string(), "ab".to_string(), "abc".to_string()]);
+        assert_eq!(f.feed("xabcd"), ("x".to_string(), Some("abc".to_string())));
     }
 
     #[test]
     fn stop_filter_without_stops_passes_everything() {
         let mut f = StopFilter::new(&[]);
-        assert_eq!(f.feed("abc"), ("abc".to_string(), false));
+        assert_eq!(f.feed("abc"), ("abc".to_string(), None));
         assert_eq!(f.finish(), "");
     }
 }

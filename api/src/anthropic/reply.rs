@@ -19,11 +19,11 @@ pub struct MessageContext {
     pub max_tokens: usize,
 }
 
-/// Why the reply ended, in Anthropic's words. The engine does not say which stop string ended
-/// a reply (our `Finish::Stop` also covers the model ending its turn), so a stop string reads
-/// as `end_turn`, with no `stop_sequence`.
+/// Why the reply ended, in Anthropic's words: a client's stop sequence is `stop_sequence`
+/// (and [`Completion::stop_sequence`] says which), the model ending its turn `end_turn`.
 pub fn stop_reason(ctx: &MessageContext, c: &Completion) -> &'static str {
     match c.finish {
+        Finish::Stop if c.stop_sequence.is_some() => "stop_sequence",
         Finish::ToolCalls => "tool_use",
         // the generation had room for max_tokens unless the context was smaller
         Finish::Length if c.completion_tokens < ctx.max_tokens => "model_context_window_exceeded",
@@ -72,15 +72,21 @@ pub fn has_text_block(c: &Completion) -> bool {
 
 /// The message, `content` and the end left to the caller (empty and null in a stream's
 /// `message_start`).
-fn message(ctx: &MessageContext, content: Vec<Value>, stop: Option<&str>, usage: Value) -> Value {
+fn message(
+    ctx: &MessageContext,
+    content: Vec<Value>,
+    stop: Option<(&str, Option<&str>)>,
+    usage: Value,
+) -> Value {
+    let (stop_reason, stop_sequence) = stop.unzip();
     json!({
         "id": ctx.id,
         "type": "message",
         "role": "assistant",
         "model": ctx.model,
         "content": content,
-        "stop_reason": stop,
-        "stop_sequence": null,
+        "stop_reason": stop_reason,
+        "stop_sequence": stop_sequence.flatten(),
         "usage": usage,
     })
 }
@@ -94,7 +100,8 @@ pub fn whole(ctx: &MessageContext, c: &Completion) -> Value {
     for (i, (name, _, input)) in calls(c).into_iter().enumerate() {
         content.push(tool_use(ctx, i, name, input));
     }
-    message(ctx, content, Some(stop_reason(ctx, c)), usage(c))
+    let stop = (stop_reason(ctx, c), c.stop_sequence.as_deref());
+    message(ctx, content, Some(stop), usage(c))
 }
 
 /// A stream's first message: nothing generated yet, the prompt's size known.
@@ -128,6 +135,7 @@ mod tests {
             prompt_tokens: 7,
             completion_tokens: tokens,
             partial_call: None,
+            stop_sequence: None,
         }
     }
 
@@ -182,6 +190,15 @@ mod tests {
                     "input": {"city": "Pa"}}])
         );
         assert_eq!(calls(&c)[0].1, "{\"city\": \"Pa");
+    }
+
+    #[test]
+    fn a_stop_sequence_is_named() {
+        let mut c = completion("a", vec![], Finish::Stop, 3);
+        c.stop_sequence = Some("\n\n".into());
+        let w = whole(&ctx(), &c);
+        assert_eq!(w["stop_reason"], "stop_sequence");
+        assert_eq!(w["stop_sequence"], "\n\n");
     }
 
     #[test]

@@ -114,7 +114,7 @@ impl AnthropicStream {
         }
         out.push(json!({
             "type": "message_delta",
-            "delta": {"stop_reason": reply::stop_reason(&self.ctx, &c), "stop_sequence": null},
+            "delta": {"stop_reason": reply::stop_reason(&self.ctx, &c), "stop_sequence": c.stop_sequence},
             "usage": {"output_tokens": c.completion_tokens},
         }));
         out.push(json!({"type": "message_stop"}));
@@ -168,6 +168,7 @@ mod tests {
             prompt_tokens: 5,
             completion_tokens: 3,
             partial_call: None,
+            stop_sequence: None,
         }
     }
 

@@ -122,6 +122,7 @@ fn scripted(ids: Vec<u32>, text: String, stop_reason: StopReason) -> Generation 
         ids,
         text,
         stop_reason,
+        stop_string: None,
     }
 }
 

@@ -50,6 +50,8 @@ pub struct Completion {
     /// A call cut short (`max_tokens`, the context, a cancel), as far as it was written; with
     /// [`Finish::Length`] or [`Finish::Cancelled`]. Never beside a whole call.
     pub partial_call: Option<PartialCall>,
+    /// The client's stop string that ended the text, with [`Finish::Stop`].
+    pub stop_sequence: Option<String>,
     pub finish: Finish,
     pub prompt_tokens: usize,
     pub completion_tokens: usize,
@@ -186,6 +188,7 @@ impl Completer {
             text: String::new(),
             finish,
             partial_call: call.partial(),
+            stop_sequence: None,
             calls: call.whole(),
             prompt_tokens,
             completion_tokens,
@@ -236,6 +239,7 @@ impl Completer {
             text: generation.text,
             calls: Vec::new(),
             partial_call: None,
+            stop_sequence: generation.stop_string.clone(),
             finish: Finish::of(generation.stop_reason),
             prompt_tokens,
             completion_tokens: generation.stats.generated_tokens,
@@ -268,6 +272,7 @@ impl Completer {
                 text: generation.text,
                 calls: Vec::new(),
                 partial_call: None,
+                stop_sequence: generation.stop_string.clone(),
                 finish: Finish::of(generation.stop_reason),
                 prompt_tokens,
                 completion_tokens,
@@ -290,6 +295,7 @@ impl Completer {
             text: generation.text,
             finish,
             partial_call: call.partial(),
+            stop_sequence: None,
             calls: call.whole(),
             prompt_tokens,
             completion_tokens,
