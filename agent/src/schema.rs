@@ -2,8 +2,9 @@
 //!
 //! The schemas are ours and use a small subset of JSON Schema draft 2020-12 — `type`
 //! (`object`, `string`, `integer`, `number`, `boolean`, `array`), `properties`, `required`,
-//! `additionalProperties: false`, `enum`, `minimum`, `maximum`, `minLength`, `maxLength`,
-//! `items`, `maxItems`, and the annotations `description` and `default` — the subset that
+//! `additionalProperties: false`, `enum`, `const`, `minimum`, `maximum`, `minLength`,
+//! `maxLength`, `items`, `minItems`, `maxItems`, and the annotations `description` and
+//! `default` — the subset that
 //! grammar engines such as llguidance turn into token masks. A full validator (the
 //! `jsonschema` crate) would bring some sixty crates (arbitrary-precision numbers, URI
 //! references, e-mail and UUID formats) for these dozen keywords, so this module checks
@@ -21,11 +22,13 @@ const KEYWORDS: &[&str] = &[
     "required",
     "additionalProperties",
     "enum",
+    "const",
     "minimum",
     "maximum",
     "minLength",
     "maxLength",
     "items",
+    "minItems",
     "maxItems",
     "description",
     "default",
@@ -103,6 +106,15 @@ fn validate_at(schema: &Value, value: &Value, at: Option<&str>) -> Result<(), St
             describe(value)
         ));
     }
+    if let Some(constant) = schema.get("const")
+        && constant != value
+    {
+        return Err(format!(
+            "{} must be {constant}, not {}",
+            what(),
+            describe(value)
+        ));
+    }
     match value {
         Value::Number(n) => {
             let x = n.as_f64().unwrap_or(f64::NAN);
@@ -138,6 +150,11 @@ fn validate_at(schema: &Value, value: &Value, at: Option<&str>) -> Result<(), St
             }
         }
         Value::Array(items) => {
+            if let Some(min) = schema.get("minItems").and_then(Value::as_u64)
+                && (items.len() as u64) < min
+            {
+                return Err(format!("{} must have at least {min} items", what()));
+            }
             if let Some(max) = schema.get("maxItems").and_then(Value::as_u64)
                 && items.len() as u64 > max
             {
@@ -344,6 +361,19 @@ mod tests {
         let pattern =
             json!({"type": "object", "properties": {"p": {"type": "string", "pattern": "x"}}});
         assert!(check_subset(&pattern).unwrap_err().contains("`pattern`"));
+        let counted = json!({"type": "array", "minItems": 1, "maxItems": 2, "items": {"const": 1}});
+        assert_eq!(check_subset(&counted), Ok(()));
+        assert!(validate(&counted, &json!([1])).is_ok());
+        assert!(
+            validate(&counted, &json!([]))
+                .unwrap_err()
+                .contains("at least 1 items")
+        );
+        assert!(
+            validate(&counted, &json!([2]))
+                .unwrap_err()
+                .contains("must be 1, not")
+        );
         let open = json!({"type": "object", "additionalProperties": true});
         assert!(check_subset(&open).is_err());
     }

@@ -7,8 +7,9 @@
 //!
 //! Gemma 4's arguments are not JSON (keys bare, strings between `<|"|>` tokens), so its
 //! grammar is written out here from the same schema subset ([`crate::schema`]): the types,
-//! required keys, enums and string lengths are in the grammar; number bounds are checked
-//! again after parsing, as every call is.
+//! required keys, enums, `const`, string lengths and item counts are in the grammar, numbers
+//! have at most 16 digits (as llama.cpp's grammar bounds them); number bounds and `pattern`
+//! are checked again after parsing, as every call is.
 //!
 //! Rules are named by position (`c_0`, `v_0_p1`), never by a tool's or a property's name:
 //! tools a client of the local API declares may be called `getWeather` or `file-search`,
@@ -81,6 +82,9 @@ fn gemma4_grammar(tools: &[Tool]) -> String {
 /// The Lark expression for a value of `schema` in Gemma 4's syntax; helper rules go to
 /// `rules`, named from `at`.
 fn gemma4_value(schema: &Value, at: &str, rules: &mut Vec<String>) -> String {
+    if let Some(constant) = schema.get("const") {
+        return gemma4_literal(constant);
+    }
     if let Some(Value::Array(options)) = schema.get("enum") {
         let alts: Vec<String> = options.iter().map(gemma4_literal).collect();
         return format!("({})", alts.join(" | "));
@@ -97,8 +101,9 @@ fn gemma4_value(schema: &Value, at: &str, rules: &mut Vec<String>) -> String {
                 &format!("{at}_i"),
                 rules,
             );
-            rules.push(format!("{at}_items: {item} (\",\" {item})*"));
-            format!("\"[\" {at}_items? \"]\"")
+            let min = schema.get("minItems").and_then(Value::as_u64).unwrap_or(0);
+            let max = schema.get("maxItems").and_then(Value::as_u64);
+            gemma4_array(&item, at, min, max, rules)
         }
         "boolean" => "(\"true\" | \"false\")".into(),
         "integer" => "/-?(0|[1-9][0-9]{0,15})/".into(),
@@ -113,6 +118,33 @@ fn gemma4_value(schema: &Value, at: &str, rules: &mut Vec<String>) -> String {
             // any text but the quote token, which data can never be tokenized into
             format!("{QUOTE} /(?s:.){{{min},{max}}}/ {QUOTE}")
         }
+    }
+}
+
+/// `[item,…]` with `min` to `max` items (`minItems`, `maxItems`).
+fn gemma4_array(
+    item: &str,
+    at: &str,
+    min: u64,
+    max: Option<u64>,
+    rules: &mut Vec<String>,
+) -> String {
+    if max == Some(0) {
+        return "\"[\" \"]\"".into();
+    }
+    // the items after the first: at least min - 1, at most max - 1
+    let low = min.saturating_sub(1);
+    let rest = match max.map(|m| m - 1) {
+        Some(0) => String::new(),
+        Some(high) => format!(" (\",\" {item}){{{low},{}}}", high.max(low)),
+        None if low == 0 => format!(" (\",\" {item})*"),
+        None => format!(" (\",\" {item}){{{low},}}"),
+    };
+    rules.push(format!("{at}_items: {item}{rest}"));
+    if min == 0 {
+        format!("\"[\" {at}_items? \"]\"")
+    } else {
+        format!("\"[\" {at}_items \"]\"")
     }
 }
 
@@ -188,6 +220,35 @@ mod tests {
         }
         assert!(g.starts_with("start: \"\\n\" call \"\\n```\""), "{g}");
         assert_eq!(g.matches("%json").count(), tools.len());
+    }
+
+    #[test]
+    fn gemma4_arrays_count_their_items_and_constants_are_literal() {
+        let mut rules = Vec::new();
+        let array = |min: u64, max: Option<u64>, rules: &mut Vec<String>| {
+            rules.clear();
+            let top = gemma4_array("I", "a", min, max, rules);
+            (top, rules.first().cloned().unwrap_or_default())
+        };
+        assert_eq!(
+            array(0, None, &mut rules),
+            (
+                "\"[\" a_items? \"]\"".into(),
+                "a_items: I (\",\" I)*".into()
+            )
+        );
+        assert_eq!(
+            array(2, Some(3), &mut rules),
+            (
+                "\"[\" a_items \"]\"".into(),
+                "a_items: I (\",\" I){1,2}".into()
+            )
+        );
+        assert_eq!(array(1, Some(1), &mut rules).1, "a_items: I");
+        assert_eq!(array(3, None, &mut rules).1, "a_items: I (\",\" I){2,}");
+        assert_eq!(array(0, Some(0), &mut rules).0, "\"[\" \"]\"");
+        let c = gemma4_value(&json!({"type": "string", "const": "x"}), "v", &mut rules);
+        assert_eq!(c, "<|\"|> \"x\" <|\"|>");
     }
 
     #[test]

@@ -187,21 +187,8 @@ fn the_grammar_admits_only_declared_tools() {
     let tools = declarations(&Limits::default());
     let grammar = CallGrammar::new(&tokenizer).unwrap();
     let lark = calls::call_grammar(CallFormat::FencedJson, &tools);
-    let check = |body: &str| -> bool {
-        use engine::TokenConstraint;
-        let mut c = grammar.constraint(&lark).unwrap();
-        let ids = encode_pieces(&tokenizer, &[Piece::Text(body.into())], false).unwrap();
-        for id in ids {
-            let allowed = c.allowed().unwrap();
-            if allowed[id as usize / 32] & (1 << (id % 32)) == 0 {
-                return false;
-            }
-            if c.accept(id).unwrap() {
-                return true;
-            }
-        }
-        false
-    };
+    let check =
+        |body: &str| grammar_takes(&grammar, &tokenizer, &lark, &[Piece::Text(body.into())]);
     assert!(check("\n{\"name\": \"now\", \"parameters\": {}}\n```"));
     assert!(check(
         "\n{\"name\": \"read_file\", \"parameters\": {\"path\": \"a.txt\", \"offset\": 5}}\n```"
@@ -221,16 +208,16 @@ fn the_grammar_admits_only_declared_tools() {
     ));
 }
 
-/// Whether the grammar `lark` takes `body` whole (tokenized as data) and ends there.
+/// Whether the grammar `lark` takes `pieces` whole (text tokenized as data) and ends there.
 fn grammar_takes(
     grammar: &CallGrammar,
     tokenizer: &engine::GemmaTokenizer,
     lark: &str,
-    body: &str,
+    pieces: &[Piece],
 ) -> bool {
     use engine::TokenConstraint;
     let mut c = grammar.constraint(lark).unwrap();
-    let ids = encode_pieces(tokenizer, &[Piece::Text(body.into())], false).unwrap();
+    let ids = encode_pieces(tokenizer, pieces, false).unwrap();
     let last = ids.len().saturating_sub(1);
     for (i, id) in ids.into_iter().enumerate() {
         let allowed = c.allowed().unwrap();
@@ -256,7 +243,8 @@ fn json_numbers_are_bounded_so_every_reply_can_close() {
         "age": {"type": "integer"}, "height": {"type": "number"}
     }, "required": ["age", "height"]});
     let lark = format!("start: {}", calls::json_rule(&schema));
-    let takes = |body: &str| grammar_takes(&grammar, &tokenizer, &lark, body);
+    let takes =
+        |body: &str| grammar_takes(&grammar, &tokenizer, &lark, &[Piece::Text(body.into())]);
     let digits = |n: usize| "9".repeat(n);
     assert!(takes(&format!(
         "{{\"age\": {}, \"height\": 1.5}}",
@@ -274,7 +262,8 @@ fn json_numbers_are_bounded_so_every_reply_can_close() {
     )));
 
     let any = format!("start: {}", calls::json_rule(&calls::any_object_schema()));
-    let takes_any = |body: &str| grammar_takes(&grammar, &tokenizer, &any, body);
+    let takes_any =
+        |body: &str| grammar_takes(&grammar, &tokenizer, &any, &[Piece::Text(body.into())]);
     assert!(takes_any(
         "{\"a\": [1, {\"b\": 2.5}], \"c\": \"x\", \"d\": null}"
     ));
@@ -287,7 +276,8 @@ fn json_numbers_are_bounded_so_every_reply_can_close() {
         writes: false,
     };
     let call = calls::call_grammar(CallFormat::FencedJson, std::slice::from_ref(&tool));
-    let takes_call = |body: &str| grammar_takes(&grammar, &tokenizer, &call, body);
+    let takes_call =
+        |body: &str| grammar_takes(&grammar, &tokenizer, &call, &[Piece::Text(body.into())]);
     let body = |n: usize| {
         format!(
             "\n{{\"name\": \"set_age\", \"parameters\": {{\"age\": {}}}}}\n```",
@@ -296,4 +286,56 @@ fn json_numbers_are_bounded_so_every_reply_can_close() {
     };
     assert!(takes_call(&body(16)));
     assert!(!takes_call(&body(17)));
+}
+
+/// Gemma 4's call grammar (written out by us, not llguidance's JSON) on the Gemma 4 fixture
+/// whose vocabulary has the tool tokens (gemma4-bpe):
+/// item counts, constants and 16-digit numbers hold, and a complete call ends the grammar.
+#[test]
+fn gemma4_call_grammar_counts_items_and_bounds_numbers() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures/gemma-family/gemma4-bpe.q8_0.gguf");
+    let file = engine::gguf::ModelFile::open(&path).unwrap();
+    let tokenizer = engine::GemmaTokenizer::from_gguf(&file).unwrap();
+    let grammar = CallGrammar::new(&tokenizer).unwrap();
+    let tool = agent::Tool {
+        name: "pick".into(),
+        description: "".into(),
+        parameters: serde_json::json!({"type": "object", "properties": {
+            "kind": {"const": "fruit"},
+            "n": {"type": "integer"},
+            "names": {"type": "array", "items": {"type": "string"}, "minItems": 1, "maxItems": 2},
+        }, "required": ["kind", "n", "names"]}),
+        writes: false,
+    };
+    let lark = calls::call_grammar(CallFormat::Gemma4, std::slice::from_ref(&tool));
+    // Gemma 4's quote token is `<|"|>`, a control token: the pieces carry it as one
+    let takes = |n: &str, names: &[&str], kind: &str| {
+        let mut pieces = vec![Piece::Text("call:pick{kind:".to_string())];
+        pieces.extend([
+            Piece::Control("<|\"|>"),
+            Piece::Text(kind.into()),
+            Piece::Control("<|\"|>"),
+        ]);
+        pieces.push(Piece::Text(format!(",n:{n},names:[")));
+        for (i, name) in names.iter().enumerate() {
+            if i > 0 {
+                pieces.push(Piece::Text(",".into()));
+            }
+            pieces.extend([
+                Piece::Control("<|\"|>"),
+                Piece::Text((*name).into()),
+                Piece::Control("<|\"|>"),
+            ]);
+        }
+        pieces.push(Piece::Text("]}".into()));
+        pieces.push(Piece::Control("<tool_call|>"));
+        grammar_takes(&grammar, &tokenizer, &lark, &pieces)
+    };
+    assert!(takes("3", &["a"], "fruit"));
+    assert!(takes("9999999999999999", &["a", "b"], "fruit"));
+    assert!(!takes("99999999999999999", &["a"], "fruit"), "17 digits");
+    assert!(!takes("3", &[], "fruit"), "minItems");
+    assert!(!takes("3", &["a", "b", "c"], "fruit"), "maxItems");
+    assert!(!takes("3", &["a"], "stone"), "const");
 }
