@@ -46,6 +46,9 @@ const COMMANDS: &[&str] = &[
     "clear_activity",
     "answer_approval",
     "set_conversation_tools",
+    "mcp_servers",
+    "save_mcp_config",
+    "set_mcp_server_enabled",
 ];
 
 fn main() {

@@ -127,7 +127,7 @@ impl Toolbox<'_> {
             ));
         }
         if !tool.pre_approved {
-            let action = format!("run on the MCP server \"{}\"", tool.server);
+            let action = format!("call {} on the MCP server \"{}\"", call.name, tool.server);
             self.ask(&tool.tool, call, conversation, action)?;
         }
         let out = external.call(&call.name, &call.arguments)?;

@@ -2,20 +2,23 @@
 // folders granted (`list_folders`), added with the native folder picker (`add_folder`, read
 // only unless "may write" is ticked), their mode changed (`set_folder_mode`) or revoked
 // (`revoke_folder`); no grant, no file access. Notes and Reminders: what the tools keep, with
-// delete and done. Activity: the audit log of every call (`list_activity`), clearable.
+// delete and done. Activity: the audit log of every call (`list_activity`), clearable. Servers:
+// the MCP servers whose tools join ours (servers-tab.ts).
 import { call, errorMessage } from "./api";
 import { confirmAction } from "./confirm";
 import { el, required } from "./dom";
 import { closeModal, initModal, openModal } from "./modal";
+import { serversTab } from "./servers-tab";
 import type { FolderView, Note, Reminder, ToolCallRecord } from "./types";
 
-export type ToolsTab = "folders" | "notes" | "reminders" | "activity";
+export type ToolsTab = "folders" | "notes" | "reminders" | "activity" | "servers";
 
 const TABS: [ToolsTab, string][] = [
   ["folders", "Folders"],
   ["notes", "Notes"],
   ["reminders", "Reminders"],
   ["activity", "Activity"],
+  ["servers", "Servers"],
 ];
 
 export interface ToolsPanel {
@@ -248,7 +251,17 @@ export function createToolsPanel(): ToolsPanel {
     panel.dataset.tab = tab;
     try {
       const nodes =
-        tab === "folders" ? await folders() : tab === "notes" ? await notes() : tab === "reminders" ? await reminders() : await activity();
+        tab === "folders"
+          ? await folders()
+          : tab === "notes"
+            ? await notes()
+            : tab === "reminders"
+              ? await reminders()
+              : tab === "servers"
+                ? await serversTab(() => {
+                    if (current === "servers" && !panel.hidden) void show("servers");
+                  }, fail)
+                : await activity();
       if (current === tab) body.replaceChildren(...nodes);
     } catch (error) {
       fail(error);

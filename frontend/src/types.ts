@@ -120,6 +120,38 @@ export interface ToolCallRecord {
   createdAt: number;
 }
 
+/** One tool of an MCP server, as the Servers tab lists it. */
+export interface McpToolStatus {
+  /** `server/tool`. */
+  name: string;
+  description: string;
+  /** Read-only, and the user allowed this server's read-only tools: runs without asking. */
+  preApproved: boolean;
+}
+
+export interface McpServerStatus {
+  name: string;
+  transport: "stdio" | "http";
+  state: "ready" | "failed" | "stopped" | "disabled";
+  message: string | null;
+  tools: McpToolStatus[];
+  /** Tools left out, each with its reason. */
+  notices: string[];
+  allowReadOnlyTools: boolean;
+}
+
+export interface ServersView {
+  configPath: string | null;
+  /** The configuration's text (`{"mcpServers": {…}}`). */
+  config: string;
+  /** (Re)starting: the list is the previous one until the servers are ready. */
+  starting: boolean;
+  error: string | null;
+  servers: McpServerStatus[];
+  /** False on iOS: only servers with a `url` can run there. */
+  stdioSupported: boolean;
+}
+
 export type Resume =
   | { kind: "snapshot"; tokens: number }
   | { kind: "reprefill"; tokens: number }
@@ -373,4 +405,8 @@ export interface Commands {
   /** The answer to the write waiting for approval; false when none was waiting. */
   answer_approval: { args: { answer: "yes" | "no" | "conversation" }; result: boolean };
   set_conversation_tools: { args: { id: string; enabled: boolean }; result: null };
+  mcp_servers: { args: Record<string, never>; result: ServersView };
+  /** Checks and saves the MCP configuration, then restarts the servers in the background. */
+  save_mcp_config: { args: { config: string }; result: ServersView };
+  set_mcp_server_enabled: { args: { name: string; enabled: boolean }; result: ServersView };
 }

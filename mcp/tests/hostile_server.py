@@ -13,8 +13,9 @@ It shakes hands properly, then misbehaves in the way each tool is named for:
   fails     answers with isError
 and lists tools a client must leave out (a bad name, a 20 KB schema).
 
-Modes (first argument): `serve` (the above), `hang-init` (never answers the handshake),
-`exit-at-start` (prints a reason to stderr and exits 1).
+Modes (first argument): `serve` (the above), `echo-only` (lists `echo` alone: a small prompt),
+`hang-init` (never answers the handshake), `exit-at-start` (prints a reason to stderr and
+exits 1).
 Environment: FAKE_PID_FILE (write the pid there), FAKE_CALLS_FILE (append each tool called).
 """
 import json
@@ -66,7 +67,8 @@ for line in sys.stdin.buffer:
             "protocolVersion": msg["params"]["protocolVersion"],
             "capabilities": {"tools": {}}, "serverInfo": {"name": "hostile", "version": "1"}}})
     elif method == "tools/list":
-        send({"jsonrpc": "2.0", "id": msg_id, "result": {"tools": TOOLS}})
+        tools = TOOLS[:1] if mode == "echo-only" else TOOLS
+        send({"jsonrpc": "2.0", "id": msg_id, "result": {"tools": tools}})
     elif method == "tools/call":
         name = msg["params"]["name"]
         args = msg["params"].get("arguments") or {}

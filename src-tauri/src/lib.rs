@@ -10,6 +10,7 @@ pub mod api_server;
 pub mod approval;
 pub mod commands;
 pub mod error;
+pub mod mcp_servers;
 pub mod mobile_bridge;
 pub mod reminders;
 pub mod settings;
@@ -81,6 +82,9 @@ pub fn builder<R: Runtime>(builder: tauri::Builder<R>, config: AppConfig) -> tau
             commands::agent::clear_activity,
             commands::agent::answer_approval,
             commands::agent::set_conversation_tools,
+            commands::servers::mcp_servers,
+            commands::servers::save_mcp_config,
+            commands::servers::set_mcp_server_enabled,
             commands::app::status,
             commands::conversations::list_conversations,
             commands::conversations::create_conversation,
@@ -156,6 +160,11 @@ fn start<R: Runtime>(app: &tauri::AppHandle<R>, config: AppConfig) -> Result<App
             None
         }
     };
+    // the MCP servers start in the background, beside the model's load
+    match app.path().app_data_dir() {
+        Ok(dir) => shared.mcp.load(&dir),
+        Err(e) => tracing::warn!(error = %e, "no data folder: MCP servers are off"),
+    }
     let (settings, notice) = state::load_settings(app, &config.settings_file);
     if let Some(n) = notice {
         shared.notice(n);
@@ -171,6 +180,7 @@ pub fn on_exit<R: Runtime>(app: &tauri::AppHandle<R>) {
     }
     if let Some(state) = app.try_state::<AppState>() {
         state.api.stop();
+        state.shared.mcp.stop();
         let _ = shutdown::close_within(&state.worker, &state.shared, shutdown::EXIT_DEADLINE);
     }
 }

@@ -66,6 +66,8 @@ pub struct Shared {
     pub stopped_in_background: AtomicBool,
     /// What the platform adds to the tools (iOS: bookmarked folders, the Reminders app).
     platform: Mutex<PlatformTools>,
+    /// The MCP servers whose tools the agent's turns use.
+    pub mcp: Arc<crate::mcp_servers::McpServers>,
 }
 
 /// The platform's side of the agent's tools ([`crate::mobile_bridge`]).
@@ -106,6 +108,7 @@ impl Default for Shared {
             due_reminders: Mutex::default(),
             stopped_in_background: AtomicBool::new(false),
             platform: Mutex::default(),
+            mcp: Arc::default(),
         }
     }
 }

@@ -373,7 +373,7 @@ fn mcp_servers_tools_are_listed_and_called_under_approval() {
     assert!(!declined.status.success());
     let err = stderr(&declined);
     assert!(
-        err.contains("srv/echo wants to run on the MCP server \"srv\""),
+        err.contains("srv/echo wants to call srv/echo on the MCP server \"srv\""),
         "{err}"
     );
     assert!(

@@ -229,7 +229,7 @@ fn every_call_is_approved_with_its_exact_arguments_unless_trusted_read_only() {
         vec![(
             "asked/echo".to_string(),
             json!({"text": "x"}),
-            "run on the MCP server \"asked\"".to_string()
+            "call asked/echo on the MCP server \"asked\"".to_string()
         )]
     );
     assert_eq!(calls(), "");

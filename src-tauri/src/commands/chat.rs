@@ -312,6 +312,8 @@ fn tool_turn(
         pending: shared.approval.clone(),
         cancel: shared.reply_cancel.clone(),
     };
+    // held for the turn: a new configuration saved meanwhile takes effect at the next one
+    let servers = shared.mcp.hub();
     let toolbox = Toolbox {
         sandbox: &sandbox,
         host: &host,
@@ -319,7 +321,7 @@ fn tool_turn(
         approval: &approval,
         remembered,
         limits: Limits::default(),
-        external: None,
+        external: servers.as_deref().map(|h| h as &dyn agent::ExternalTools),
     };
     let engine_model = EngineModel {
         engine: engine.clone(),

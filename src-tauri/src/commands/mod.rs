@@ -8,4 +8,5 @@ pub mod conversations;
 pub mod documents;
 pub mod logs;
 pub mod model;
+pub mod servers;
 pub mod settings;

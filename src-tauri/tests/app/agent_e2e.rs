@@ -2,7 +2,9 @@
 //! folder in the Folders panel, turn Tools on, ask which file talks about tomatoes and see the
 //! search and the read as call cards before the answer; ask for a note, see the approval card
 //! with the exact arguments, deny it with Escape and see the write refused (no note kept, the
-//! log saying "you declined"); revoke the folder; reopen the app and find the cards again.
+//! log saying "you declined"); add an MCP server as JSON in the Servers tab and use its tool
+//! (listed, asked for with its exact arguments, approved with Enter, in the Activity log);
+//! revoke the folder; reopen the app and find the cards again.
 //! Before all that, a reminder that is already due when the app starts is shown once, both in
 //! the window and as a desktop notification (on a private session bus with a stand-in for the
 //! desktop's notification service, `support::notifications`), and not again after the restart.
@@ -73,6 +75,53 @@ async fn cards(c: &Client) -> Vec<(String, String, String)> {
         .collect()
 }
 
+const ESCAPE: &str = "\u{e00c}";
+
+/// Answers each approval card of the reply in progress as it comes, until the reply ends:
+/// `key(n)` for the n-th (Enter allows, Escape denies), pressed on the focused Allow button.
+/// Returns how many were answered.
+async fn answer_approvals(c: &Client, which: &str, key: impl Fn(usize) -> &'static str) -> usize {
+    let mut answered = 0;
+    let deadline = std::time::Instant::now() + Duration::from_secs(300);
+    loop {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the {which} reply did not finish"
+        );
+        let state = js(
+            c,
+            &format!(
+                "return document.querySelector('.approval-card .approve:not([disabled])') ? 'ask' : \
+                 (document.querySelector('#stop').hidden && ['complete', 'stopped', 'error'].includes({LAST_ASSISTANT}?.dataset.status)) ? 'done' : 'wait'"
+            ),
+        )
+        .await;
+        match state.as_str() {
+            Some("done") => return answered,
+            Some("ask")
+                if js(
+                    c,
+                    "return document.activeElement?.classList.contains('approve') ?? false",
+                )
+                .await
+                    == json!(true) =>
+            {
+                let element = c.active_element().await.unwrap();
+                element.send_keys(key(answered)).await.unwrap();
+                answered += 1;
+                wait_for(
+                    c,
+                    "!document.querySelector('.approval-card .approve:not([disabled])')",
+                    Duration::from_secs(30),
+                )
+                .await;
+            }
+            _ => {}
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn the_agent_in_the_app() {
     let home = tempfile::tempdir().unwrap();
@@ -107,8 +156,15 @@ async fn the_agent_in_the_app() {
         ],
         [
             {"name": "add_note", "arguments": {"title": "Tomatoes", "text": "Water them twice a week."}}
+        ],
+        [
+            {"name": "srv/echo", "arguments": {"text": "tomatoes"}}
         ]
     ]);
+    // the MCP server the Servers tab adds later (the test server, behaving, with one tool)
+    let server = Path::new(env!("CARGO_MANIFEST_DIR")).join("../mcp/tests/hostile_server.py");
+    let mcp_config =
+        json!({"mcpServers": {"srv": {"command": "python3", "args": [server, "echo-only"]}}});
     // a reminder the agent set earlier, due a minute ago
     let reminder = "Call the ryokan about the late check-in";
     {
@@ -305,49 +361,7 @@ async fn the_agent_in_the_app() {
     );
     screenshot(&c, "22-approval").await;
     // Escape denies; the model, free after the scripted call, may ask again: each is denied
-    let mut denied = 0;
-    let deadline = std::time::Instant::now() + Duration::from_secs(300);
-    loop {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the second reply did not finish"
-        );
-        let state = js(
-            &c,
-            &format!(
-                "return document.querySelector('.approval-card .approve') ? 'ask' : \
-                 (document.querySelector('#stop').hidden && ['complete', 'stopped', 'error'].includes({LAST_ASSISTANT}?.dataset.status)) ? 'done' : 'wait'"
-            ),
-        )
-        .await;
-        match state.as_str() {
-            Some("done") => break,
-            Some("ask") => {
-                let focused = js(
-                    &c,
-                    "return document.activeElement?.classList.contains('approve') ?? false",
-                )
-                .await;
-                if focused == json!(true) {
-                    c.active_element()
-                        .await
-                        .unwrap()
-                        .send_keys("\u{e00c}") // Escape
-                        .await
-                        .unwrap();
-                    denied += 1;
-                    wait_for(
-                        &c,
-                        "!document.querySelector('.approval-card .approve:not([disabled])')",
-                        Duration::from_secs(30),
-                    )
-                    .await;
-                }
-            }
-            _ => {}
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let denied = answer_approvals(&c, "second", |_| ESCAPE).await;
     assert_eq!(
         js(&c, &format!("return {LAST_ASSISTANT}.dataset.status")).await,
         json!("complete"),
@@ -412,6 +426,98 @@ async fn the_agent_in_the_app() {
         "{log:?}"
     );
     screenshot(&c, "23-activity").await;
+
+    // --- an MCP server's tool: listed in the Servers tab, asked for on the approval card with
+    // its exact arguments (the server does not mark it trusted), run, and in the Activity log
+    click(&c, "#tools-panel .tab[data-tab=servers]").await;
+    wait_for(
+        &c,
+        "document.querySelector('#tools-panel .tools-body .empty') && document.querySelector('#mcp-config')",
+        Duration::from_secs(10),
+    )
+    .await;
+    // added from JSON in the tab's editor: checked, saved to the data folder, started
+    js(
+        &c,
+        &format!(
+            "document.querySelector('#mcp-config').value = {}; return null",
+            json!(mcp_config.to_string())
+        ),
+    )
+    .await;
+    click(&c, "#save-mcp-config").await;
+    wait_for(
+        &c,
+        "document.querySelector('#server-list .server[data-name=srv][data-state=ready]')",
+        Duration::from_secs(30),
+    )
+    .await;
+    let saved = std::fs::read_to_string(settings_dir.join("mcp.json")).unwrap();
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&saved).unwrap(),
+        mcp_config
+    );
+    let listed = js(
+        &c,
+        "return [...document.querySelectorAll('#server-list .server[data-name=srv] .server-tool')].map(t => t.dataset.tool)",
+    )
+    .await;
+    assert!(
+        listed.as_array().unwrap().contains(&json!("srv/echo")),
+        "{listed}"
+    );
+    screenshot(&c, "24-servers").await;
+    click(&c, "#tools-panel .close").await;
+    type_and_send(&c, "Echo the word tomatoes through the server.").await;
+    wait_for(
+        &c,
+        "document.activeElement?.matches('.approval-card .approve:not([disabled])') ?? false",
+        Duration::from_secs(120),
+    )
+    .await;
+    // the scripted call's card shows the server, the tool and the exact arguments
+    let card = js(
+        &c,
+        "const a = document.querySelector('.approval-card'); \
+         return [a.dataset.tool, a.querySelector('.tool-arguments').textContent, a.textContent]",
+    )
+    .await;
+    assert_eq!(card[0], json!("srv/echo"));
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(card[1].as_str().unwrap()).unwrap(),
+        json!({"text": "tomatoes"})
+    );
+    assert!(
+        card[2].as_str().unwrap().contains("MCP server \"srv\""),
+        "{card}"
+    );
+    screenshot(&c, "25-mcp-approval").await;
+    // Enter allows the scripted call; the model's own later calls are declined
+    answer_approvals(&c, "third", |n| if n == 0 { ENTER } else { ESCAPE }).await;
+    let mcp_cards = cards(&c).await;
+    eprintln!("third turn's calls: {mcp_cards:?}");
+    assert_eq!(
+        (
+            mcp_cards[0].0.as_str(),
+            mcp_cards[0].1.as_str(),
+            mcp_cards[0].2.as_str()
+        ),
+        ("srv/echo", "ok", "tomatoes")
+    );
+    click(&c, "#open-tools").await;
+    click(&c, "#tools-panel .tab[data-tab=activity]").await;
+    wait_for(
+        &c,
+        "document.querySelector('#activity-list .activity[data-tool=\"srv/echo\"][data-outcome=ok]')",
+        Duration::from_secs(10),
+    )
+    .await;
+    let log_len = js(
+        &c,
+        "return document.querySelectorAll('#activity-list .activity').length",
+    )
+    .await;
+    assert_eq!(log_len, json!(log.len() + mcp_cards.len()));
     // revoking asks first, then the folder is gone from the list
     click(&c, "#tools-panel .tab[data-tab=folders]").await;
     wait_for(
@@ -443,7 +549,7 @@ async fn the_agent_in_the_app() {
         &c,
         &format!(
             "document.body.dataset.phase === 'ready' && document.querySelectorAll('.tool-call').length === {}",
-            log.len()
+            log.len() + mcp_cards.len()
         ),
         Duration::from_secs(120),
     )
