@@ -5,6 +5,8 @@
 //! data, cut to the tool-result budget. The agent knows nothing of MCP itself: the `mcp`
 //! crate implements [`ExternalTools`].
 
+use std::sync::atomic::AtomicBool;
+
 use serde_json::Value;
 
 use crate::error::HostError;
@@ -21,6 +23,9 @@ pub struct ExternalTool {
     /// The server says the tool only reads (`readOnlyHint`) and the user allowed that
     /// server's read-only tools: it runs without asking.
     pub pre_approved: bool,
+    /// What "yes for this conversation" is remembered under: the tool and the server's
+    /// configuration, so that a server reconfigured to another program is asked again.
+    pub approval_key: String,
 }
 
 /// What an external tool returned: its text for the model, and the same as data.
@@ -39,6 +44,11 @@ pub trait ExternalTools: Send + Sync {
 
     /// Calls `name` (as [`ExternalTool::tool`] names it). A server that hangs, crashes or
     /// answers nonsense ends the call with an error, never blocking the caller past its
-    /// timeout.
-    fn call(&self, name: &str, arguments: &Value) -> Result<ExternalOutput, HostError>;
+    /// timeout; `cancel` set (the user stopped the turn) ends it at once.
+    fn call(
+        &self,
+        name: &str,
+        arguments: &Value,
+        cancel: Option<&AtomicBool>,
+    ) -> Result<ExternalOutput, HostError>;
 }

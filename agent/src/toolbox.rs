@@ -37,6 +37,9 @@ pub struct CallContext<'c> {
     pub budget: &'c TurnBudget,
     /// Progress of long tools (summarize_file).
     pub progress: &'c mut dyn FnMut(ToolProgress),
+    /// Set when the user stopped the turn: another program's call ends at once (the built-in
+    /// tools are bounded by their caps, summarize_file by its job's own flag).
+    pub cancel: Option<&'c std::sync::atomic::AtomicBool>,
 }
 
 impl Toolbox<'_> {
@@ -96,7 +99,7 @@ impl Toolbox<'_> {
                 .into_iter()
                 .find(|t| t.tool.name == call.name),
         ) {
-            return self.run_external(external, &tool, call, &cx.conversation);
+            return self.run_external(external, &tool, call, cx);
         }
         let tool = self
             .tool(&call.name)
@@ -118,8 +121,9 @@ impl Toolbox<'_> {
         external: &dyn ExternalTools,
         tool: &ExternalTool,
         call: &ToolCall,
-        conversation: &ConversationKey,
+        cx: &CallContext<'_>,
     ) -> Result<ToolOutput> {
+        let conversation = &cx.conversation;
         if !call.arguments.is_object() {
             return Err(Error::invalid(
                 &call.name,
@@ -128,9 +132,9 @@ impl Toolbox<'_> {
         }
         if !tool.pre_approved {
             let action = format!("call {} on the MCP server \"{}\"", call.name, tool.server);
-            self.ask(&tool.tool, call, conversation, action)?;
+            self.ask(&tool.tool, call, conversation, action, &tool.approval_key)?;
         }
-        let out = external.call(&call.name, &call.arguments)?;
+        let out = external.call(&call.name, &call.arguments, cx.cancel)?;
         let (text, truncated) = cut_to(&out.text, self.limits.read_max_bytes);
         let mut text = if truncated {
             format!(
@@ -151,17 +155,19 @@ impl Toolbox<'_> {
     /// conversation.
     fn approve(&self, tool: &Tool, call: &ToolCall, conversation: &ConversationKey) -> Result<()> {
         let action = crate::tools::describe_write(&tool.name, &call.arguments)?;
-        self.ask(tool, call, conversation, action)
+        self.ask(tool, call, conversation, action, &tool.name)
     }
 
+    /// Ask about `call`; "yes for this conversation" is remembered under `remember_as`.
     fn ask(
         &self,
         tool: &Tool,
         call: &ToolCall,
         conversation: &ConversationKey,
         action: String,
+        remember_as: &str,
     ) -> Result<()> {
-        if self.remembered.covers(conversation, &tool.name) {
+        if self.remembered.covers(conversation, remember_as) {
             return Ok(());
         }
         let request = ApprovalRequest {
@@ -173,7 +179,7 @@ impl Toolbox<'_> {
         match self.approval.ask(&request) {
             ApprovalAnswer::Yes => Ok(()),
             ApprovalAnswer::YesForConversation => {
-                self.remembered.remember(conversation, &tool.name);
+                self.remembered.remember(conversation, remember_as);
                 Ok(())
             }
             ApprovalAnswer::No => Err(Error::Denied {

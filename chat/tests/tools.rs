@@ -23,6 +23,7 @@ fn call(
         conversation: conversation.map(str::to_string),
         budget: &budget,
         progress: &mut progress,
+        cancel: None,
     };
     toolbox.call(&ToolCall::new(name, args), &mut cx)
 }

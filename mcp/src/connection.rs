@@ -35,6 +35,8 @@ pub(crate) struct Connection {
     pub tools: Vec<(String, ExternalTool)>,
     pub notices: Vec<String>,
     pub stderr: Arc<Mutex<String>>,
+    /// A stdio server's process group (its leader's pid), to end whatever it started.
+    pub process_group: Option<u32>,
 }
 
 fn client_info() -> ClientConfig {
@@ -51,20 +53,26 @@ pub(crate) async fn connect(name: &str, config: &ServerConfig) -> Result<Connect
         problem,
     };
     let stderr = Arc::new(Mutex::new(String::new()));
+    let mut process_group = None;
     let service = match &config.transport {
         Transport::Stdio { command, args, env } => {
             if cfg!(target_os = "ios") {
                 return Err(Error::StdioUnsupported);
             }
             let mut cmd = tokio::process::Command::new(command);
-            cmd.args(args).envs(env).kill_on_drop(true);
-            let (process, err) = TokioChildProcess::builder(cmd)
+            cmd.args(args).envs(env);
+            let mut wrapped = process_wrap::tokio::CommandWrap::from(cmd);
+            wrapped.wrap(process_wrap::tokio::KillOnDrop);
+            #[cfg(unix)]
+            wrapped.wrap(process_wrap::tokio::ProcessGroup::leader());
+            let (process, err) = TokioChildProcess::builder(wrapped)
                 .stderr(Stdio::piped())
                 .spawn()
                 .map_err(|e| start(format!("cannot run `{command}`: {e}")))?;
             if let Some(err) = err {
                 tokio::spawn(keep_tail(err, stderr.clone()));
             }
+            process_group = process.id().filter(|_| cfg!(unix));
             client_info()
                 .serve(process)
                 .await
@@ -98,10 +106,14 @@ pub(crate) async fn connect(name: &str, config: &ServerConfig) -> Result<Connect
         ))
     })?;
     let mut notices = Vec::new();
-    let mut tools = Vec::new();
+    let mut tools: Vec<(String, ExternalTool)> = Vec::new();
     for tool in listed {
         let value = serde_json::to_value(&tool).unwrap_or(Value::Null);
         match checked_tool(name, config, &value) {
+            Ok(t) if tools.iter().any(|(own, _)| *own == tool.name) => notices.push(format!(
+                "a second tool named {} was left out: the first is used",
+                t.tool.name
+            )),
             Ok(t) if tools.len() < MAX_TOOLS_PER_SERVER => tools.push((tool.name.to_string(), t)),
             Ok(t) => notices.push(format!(
                 "{} left out: a server may add at most {MAX_TOOLS_PER_SERVER} tools",
@@ -116,7 +128,47 @@ pub(crate) async fn connect(name: &str, config: &ServerConfig) -> Result<Connect
         tools,
         notices,
         stderr,
+        process_group,
     })
+}
+
+/// Ends a stdio server's process group: what is left of it after `grace` gets SIGTERM, and
+/// SIGKILL half a second later (the order MCP's stdio shutdown gives, after closing stdin).
+#[cfg(unix)]
+pub(crate) fn end_process_groups(groups: &[u32], grace: std::time::Duration) {
+    use std::time::{Duration, Instant};
+    let alive = |g: u32| {
+        // SAFETY: killpg with signal 0 only checks that the group exists
+        unsafe { libc::killpg(g as libc::pid_t, 0) == 0 }
+    };
+    let wait_until_gone = |within: Duration| {
+        let deadline = Instant::now() + within;
+        while Instant::now() < deadline && groups.iter().any(|g| alive(*g)) {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    wait_until_gone(grace);
+    for signal in [libc::SIGTERM, libc::SIGKILL] {
+        for g in groups.iter().filter(|g| alive(**g)) {
+            // SAFETY: signals a process group this hub started and leads
+            unsafe { libc::killpg(*g as libc::pid_t, signal) };
+        }
+        wait_until_gone(Duration::from_millis(500));
+    }
+}
+
+#[cfg(not(unix))]
+pub(crate) fn end_process_groups(_groups: &[u32], _grace: std::time::Duration) {}
+
+/// SIGKILL to a stdio server's process group, without waiting.
+pub(crate) fn kill_process_group(group: Option<u32>) {
+    #[cfg(unix)]
+    if let Some(g) = group {
+        // SAFETY: signals a process group this hub started and leads
+        unsafe { libc::killpg(g as libc::pid_t, libc::SIGKILL) };
+    }
+    #[cfg(not(unix))]
+    let _ = group;
 }
 
 /// A tool of server `server` as the agent sees it, or why it is left out.
@@ -167,6 +219,7 @@ pub(crate) fn checked_tool(
         .unwrap_or(false);
     let pre_approved = read_only && config.allow_read_only_tools;
     Ok(ExternalTool {
+        approval_key: format!("{full}@{:016x}", fingerprint(config)),
         tool: Tool {
             name: full.into(),
             description: description.trim().to_string().into(),
@@ -176,6 +229,17 @@ pub(crate) fn checked_tool(
         server: server.to_string(),
         pre_approved,
     })
+}
+
+/// A hash of the server's configuration (what it runs, where it is, its trust): a "yes for this
+/// conversation" given to one program is not carried over to another under the same name.
+fn fingerprint(config: &ServerConfig) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    serde_json::to_string(config)
+        .unwrap_or_default()
+        .hash(&mut hasher);
+    hasher.finish()
 }
 
 /// Calls `tool` (the server's name for it) with `arguments`; the result as JSON.
@@ -254,6 +318,10 @@ mod tests {
         assert!(asked.tool.parameters.get("$schema").is_none());
         let trusted = checked_tool("s", &config(true), &tool).unwrap();
         assert!(!trusted.tool.writes && trusted.pre_approved);
+        assert_ne!(
+            asked.approval_key, trusted.approval_key,
+            "another configuration, another approval"
+        );
         let writer = json!({"name": "put", "inputSchema": {"type": "object"}});
         assert!(
             checked_tool("s", &config(true), &writer)

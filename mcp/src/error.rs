@@ -28,6 +28,8 @@ pub enum Error {
         "stdio MCP servers cannot run on iOS (apps may not start programs); use a server with a `url`"
     )]
     StdioUnsupported,
+    #[error("you stopped {tool}; the server was told to cancel it")]
+    Cancelled { tool: String },
 }
 
 impl Error {
@@ -42,6 +44,7 @@ impl Error {
             Error::ServerGone { .. } => "mcp_server_gone",
             Error::Call { .. } => "mcp_call_failed",
             Error::StdioUnsupported => "mcp_stdio_unsupported",
+            Error::Cancelled { .. } => "cancelled",
         }
     }
 }

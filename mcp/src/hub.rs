@@ -5,6 +5,7 @@
 //! waits on a channel with a deadline, from any thread, never on another runtime's executor.
 //! Dropping the hub ends every server's process.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::time::Duration;
 
@@ -19,6 +20,8 @@ use crate::error::{Error, Result};
 
 /// The text a UI card keeps of one result (the model's copy is cut by the toolbox's caps).
 const DATA_TEXT_BYTES: usize = 64 * 1024;
+/// How often a call in progress looks whether the user stopped the turn.
+const CANCEL_POLL: Duration = Duration::from_millis(50);
 
 /// A server as the Servers panel and `companion tools list` show it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -196,8 +199,15 @@ impl McpHub {
         })
     }
 
-    /// Calls `name` (`server/tool`), waiting at most the server's call timeout.
-    pub fn call_tool(&self, name: &str, arguments: &Value) -> Result<ExternalOutput> {
+    /// Calls `name` (`server/tool`), waiting at most the server's call timeout, or until
+    /// `cancel` is set. An abandoned call is cancelled at the server (the SDK sends
+    /// `notifications/cancelled` when the request is dropped).
+    pub fn call_tool(
+        &self,
+        name: &str,
+        arguments: &Value,
+        cancel: Option<&AtomicBool>,
+    ) -> Result<ExternalOutput> {
         let (server, connection, own) = self
             .find(name)
             .ok_or_else(|| Error::UnknownTool(name.to_string()))?;
@@ -212,16 +222,35 @@ impl McpHub {
         let runtime = self.runtime.as_ref().ok_or_else(gone)?;
         let (tx, rx) = mpsc::channel();
         let (peer, own, args) = (connection.peer.clone(), own.to_string(), arguments.clone());
-        runtime.spawn(async move {
+        let task = runtime.spawn(async move {
             let _ = tx.send(tokio::time::timeout(timeout, connection::call(peer, own, args)).await);
         });
         let timed_out = || Error::CallTimeout {
             tool: name.to_string(),
             seconds: timeout.as_secs_f64().ceil() as u64,
         };
-        let result = match rx.recv_timeout(timeout + Duration::from_secs(1)) {
-            Err(_) | Ok(Err(_)) => return Err(timed_out()),
-            Ok(Ok(Err(e))) => {
+        // waited in slices, to see a stop
+        let deadline = std::time::Instant::now() + timeout + Duration::from_secs(1);
+        let answer = loop {
+            if cancel.is_some_and(|c| c.load(Ordering::Relaxed)) {
+                task.abort();
+                return Err(Error::Cancelled {
+                    tool: name.to_string(),
+                });
+            }
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            match rx.recv_timeout(left.min(CANCEL_POLL)) {
+                Ok(answer) => break Some(answer),
+                Err(mpsc::RecvTimeoutError::Timeout) if !left.is_zero() => continue,
+                Err(_) => break None,
+            }
+        };
+        let result = match answer {
+            None | Some(Err(_)) => {
+                task.abort();
+                return Err(timed_out());
+            }
+            Some(Ok(Err(e))) => {
                 if connection.peer.is_transport_closed() {
                     return Err(gone());
                 }
@@ -230,7 +259,7 @@ impl McpHub {
                     problem: connection::with_stderr(e.to_string(), &connection.stderr),
                 });
             }
-            Ok(Ok(Ok(result))) => result,
+            Some(Ok(Ok(result))) => result,
         };
         let (text, is_error) = content::result_text(&result);
         let data = content::result_data(&server.name, name, &text, is_error, DATA_TEXT_BYTES);
@@ -259,8 +288,28 @@ impl ExternalTools for McpHub {
         &self,
         name: &str,
         arguments: &Value,
+        cancel: Option<&AtomicBool>,
     ) -> std::result::Result<ExternalOutput, HostError> {
-        self.call_tool(name, arguments).map_err(HostError::from)
+        self.call_tool(name, arguments, cancel)
+            .map_err(HostError::from)
+    }
+}
+
+impl McpHub {
+    /// Ends every server now, however many holders the hub has (the app is quitting while a
+    /// turn may still hold it): each session is cancelled, which closes the server's stdin;
+    /// a stdio server's process group still there after `wait` is sent SIGTERM, then SIGKILL.
+    pub fn shutdown(&self, wait: Duration) {
+        let mut groups = Vec::new();
+        for server in &self.servers {
+            if let State::Ready(c) = &server.state {
+                c.service.cancellation_token().cancel();
+                groups.extend(c.process_group);
+            }
+        }
+        // closing the session closes the server's stdin: a server that does not exit then,
+        // nor start to, is signalled
+        connection::end_process_groups(&groups, wait);
     }
 }
 
@@ -269,24 +318,27 @@ impl Drop for McpHub {
         let Some(runtime) = self.runtime.take() else {
             return;
         };
-        // each session is closed inside the runtime (its process is killed on drop), then the
-        // runtime stops without waiting for a server that does not let go
-        let services: Vec<_> = self
-            .servers
-            .drain(..)
-            .filter_map(|s| match s.state {
-                State::Ready(c) => Some(c.service),
-                _ => None,
-            })
-            .collect();
+        if tokio::runtime::Handle::try_current().is_ok() {
+            // dropped on an async task (a holder of the last `Arc` there): no waiting here
+            for server in &self.servers {
+                if let State::Ready(c) = &server.state {
+                    c.service.cancellation_token().cancel();
+                    connection::kill_process_group(c.process_group);
+                }
+            }
+            self.servers.clear();
+            runtime.shutdown_background();
+            return;
+        }
+        self.shutdown(Duration::from_secs(2));
+        // the sessions are dropped inside the runtime (their processes' kill runs there)
+        let servers: Vec<Server> = self.servers.drain(..).collect();
         let (tx, rx) = mpsc::channel::<()>();
         runtime.spawn(async move {
-            for service in services {
-                let _ = tokio::time::timeout(Duration::from_secs(2), service.cancel()).await;
-            }
+            drop(servers);
             let _ = tx.send(());
         });
-        let _ = rx.recv_timeout(Duration::from_secs(5));
+        let _ = rx.recv_timeout(Duration::from_secs(2));
         runtime.shutdown_timeout(Duration::from_secs(1));
     }
 }

@@ -11,12 +11,14 @@ It shakes hands properly, then misbehaves in the way each tool is named for:
   huge      answers with 1 MB of text
   tokens    answers with text that spells control tokens
   fails     answers with isError
+  broken    declares a schema no grammar can be made of (a $ref to nothing)
 and lists tools a client must leave out (a bad name, a 20 KB schema).
 
 Modes (first argument): `serve` (the above), `echo-only` (lists `echo` alone: a small prompt),
 `hang-init` (never answers the handshake), `exit-at-start` (prints a reason to stderr and
 exits 1).
-Environment: FAKE_PID_FILE (write the pid there), FAKE_CALLS_FILE (append each tool called).
+Environment: FAKE_PID_FILE (write the pid there), FAKE_CALLS_FILE (append each tool called),
+FAKE_IGNORE_EOF (stay alive when stdin closes, as a server that must be killed).
 """
 import json
 import os
@@ -50,6 +52,9 @@ TOOLS = [
     {"name": "write", "description": "Pretends to write", "inputSchema": {"type": "object"}},
 ] + [{"name": n, "description": f"Misbehaves: {n}", "inputSchema": {"type": "object"}}
      for n in ["hang", "crash", "garbage", "flood", "huge", "tokens", "fails"]] + [
+    {"name": "broken", "description": "Its schema points nowhere",
+     "inputSchema": {"type": "object", "properties": {"a": {"$ref": "#/$defs/missing"}}}},
+] + [
     {"name": "bad name<end_of_turn>", "inputSchema": {"type": "object"}},
     {"name": "bloated", "inputSchema": {"type": "object", "description": "x" * 20000}},
 ]
@@ -103,6 +108,11 @@ for line in sys.stdin.buffer:
             text_result(msg_id, "the thing is broken", is_error=True)
         else:
             send({"jsonrpc": "2.0", "id": msg_id, "error": {"code": -32602, "message": "no such tool"}})
+    elif method == "notifications/cancelled":
+        if os.environ.get("FAKE_CALLS_FILE"):
+            with open(os.environ["FAKE_CALLS_FILE"], "a") as f:
+                f.write("cancelled\n")
     elif msg_id is not None:
         send({"jsonrpc": "2.0", "id": msg_id, "result": {}})
-time.sleep(0)
+if os.environ.get("FAKE_IGNORE_EOF"):
+    time.sleep(3600)

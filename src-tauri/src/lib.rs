@@ -180,8 +180,9 @@ pub fn on_exit<R: Runtime>(app: &tauri::AppHandle<R>) {
     }
     if let Some(state) = app.try_state::<AppState>() {
         state.api.stop();
-        state.shared.mcp.stop();
         let _ = shutdown::close_within(&state.worker, &state.shared, shutdown::EXIT_DEADLINE);
+        // after the turn has been told to stop; also ends servers a turn still holds
+        state.shared.mcp.stop();
     }
 }
 

@@ -50,6 +50,9 @@ struct Inner {
 pub struct McpServers {
     inner: Mutex<Inner>,
     generation: AtomicU64,
+    /// Held from reading a configuration to its restart: two saves (or switches) never
+    /// interleave, and the servers that run are those of the file as saved last.
+    saving: Mutex<()>,
 }
 
 fn lock(m: &Mutex<Inner>) -> MutexGuard<'_, Inner> {
@@ -96,6 +99,11 @@ impl McpServers {
 
     /// Checks `text`, saves it (atomically) and restarts the servers with it.
     pub fn save(self: &Arc<Self>, text: &str) -> Result<()> {
+        let _saving = self.saving.lock().unwrap_or_else(|p| p.into_inner());
+        self.save_locked(text)
+    }
+
+    fn save_locked(self: &Arc<Self>, text: &str) -> Result<()> {
         if text.len() > MAX_CONFIG_BYTES {
             return Err(AppError::new(
                 "mcp_config",
@@ -114,6 +122,7 @@ impl McpServers {
 
     /// Turns one server on or off in the saved configuration, keeping everything else.
     pub fn set_enabled(self: &Arc<Self>, name: &str, enabled: bool) -> Result<()> {
+        let _saving = self.saving.lock().unwrap_or_else(|p| p.into_inner());
         let text = self.view().config;
         let mut value: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
             AppError::new("mcp_config", format!("The configuration is not JSON: {e}"))
@@ -134,7 +143,7 @@ impl McpServers {
             server.insert("disabled".into(), true.into());
         }
         let text = serde_json::to_string_pretty(&value).unwrap_or_default() + "\n";
-        self.save(&text)
+        self.save_locked(&text)
     }
 
     /// Starts `config`'s servers on a thread; when they are ready they replace the running
@@ -172,11 +181,14 @@ impl McpServers {
         }
     }
 
-    /// Ends every server (the app is quitting).
+    /// Ends every server (the app is quitting), also those a turn still holds: the process
+    /// exits without dropping what it holds.
     pub fn stop(&self) {
         self.generation.fetch_add(1, Ordering::SeqCst);
         let hub = lock(&self.inner).hub.take();
-        drop(hub);
+        if let Some(hub) = hub {
+            hub.shutdown(std::time::Duration::from_secs(1));
+        }
     }
 }
 
@@ -190,8 +202,12 @@ fn write_atomically(path: &Path, text: &str) -> Result<()> {
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir).map_err(fail)?;
     }
+    // one writer at a time (`saving`); the text reaches the disk before it replaces the file
     let tmp = path.with_extension("json.tmp");
-    std::fs::write(&tmp, text).map_err(fail)?;
+    let mut file = std::fs::File::create(&tmp).map_err(fail)?;
+    std::io::Write::write_all(&mut file, text.as_bytes()).map_err(fail)?;
+    file.sync_all().map_err(fail)?;
+    drop(file);
     std::fs::rename(&tmp, path).map_err(fail)
 }
 

@@ -56,6 +56,9 @@ fn fenced_grammar(tools: &[Tool]) -> String {
 
 const QUOTE: &str = "<|\"|>";
 
+/// Item counts beyond this are not spelled out in Gemma 4's grammar (see `gemma4_value`).
+const MAX_COUNTED_ITEMS: u64 = 64;
+
 fn gemma4_grammar(tools: &[Tool]) -> String {
     let mut g = String::new();
     let alternatives: Vec<String> = (0..tools.len()).map(|i| format!("c_{i}")).collect();
@@ -101,8 +104,17 @@ fn gemma4_value(schema: &Value, at: &str, rules: &mut Vec<String>) -> String {
                 &format!("{at}_i"),
                 rules,
             );
-            let min = schema.get("minItems").and_then(Value::as_u64).unwrap_or(0);
-            let max = schema.get("maxItems").and_then(Value::as_u64);
+            // another program's schema may ask for any count: a call must still be able to
+            // end, and the grammar stay small (the server checks the count again)
+            let min = schema
+                .get("minItems")
+                .and_then(Value::as_u64)
+                .unwrap_or(0)
+                .min(MAX_COUNTED_ITEMS);
+            let max = schema
+                .get("maxItems")
+                .and_then(Value::as_u64)
+                .filter(|m| *m <= MAX_COUNTED_ITEMS);
             gemma4_array(&item, at, min, max, rules)
         }
         "boolean" => "(\"true\" | \"false\")".into(),

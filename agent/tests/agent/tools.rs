@@ -550,6 +550,7 @@ fn summarize_file_needs_a_summarizer_and_reports_its_progress() {
         conversation: None,
         budget: &rig.budget,
         progress: &mut progress,
+        cancel: None,
     };
     let out = rig
         .toolbox

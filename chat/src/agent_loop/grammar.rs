@@ -11,7 +11,11 @@
 //! The factory is built once per model (a trie of 262k tokens); a grammar is compiled once
 //! per tool set and cloned for each call.
 
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
+
+use agent::Tool;
+use agent::calls::CallFormat;
 
 use engine::tokenizer::TokenType;
 use engine::{ConstraintError, GemmaTokenizer, TokenConstraint};
@@ -79,6 +83,8 @@ pub struct CallGrammar {
     factory: ParserFactory,
     /// The last grammar compiled, by its text: an agent run uses one tool set throughout.
     compiled: Mutex<Option<(String, TokenParser)>>,
+    /// Whether another program's tool's grammar compiles, by the grammar's text.
+    external_ok: Mutex<HashMap<String, bool>>,
 }
 
 impl CallGrammar {
@@ -90,7 +96,38 @@ impl CallGrammar {
         Ok(CallGrammar {
             factory,
             compiled: Mutex::new(None),
+            external_ok: Mutex::new(HashMap::new()),
         })
+    }
+
+    /// `tools` without those of other programs (MCP servers' tools, named `server/tool`)
+    /// whose schema the grammar engine cannot compile: a server may declare any schema, and
+    /// one that fails must cost only its own tool, not every call of the turn. Our own tools'
+    /// schemas are known to compile (tested).
+    pub fn callable_tools(&self, format: CallFormat, tools: Vec<Tool>) -> Vec<Tool> {
+        let mut known = self.external_ok.lock().unwrap_or_else(|e| e.into_inner());
+        tools
+            .into_iter()
+            .filter(|tool| {
+                if !tool.name.contains('/') {
+                    return true;
+                }
+                let lark = agent::calls::call_grammar(format, std::slice::from_ref(tool));
+                *known.entry(lark).or_insert_with_key(|lark| {
+                    let compiled = self
+                        .factory
+                        .create_parser(TopLevelGrammar::from_lark(lark.clone()));
+                    if let Err(e) = &compiled {
+                        tracing::warn!(
+                            tool = %tool.name,
+                            error = %e,
+                            "a tool's argument schema cannot be made into a call grammar; it is left out"
+                        );
+                    }
+                    compiled.is_ok()
+                })
+            })
+            .collect()
     }
 
     /// A fresh constraint for one call under `lark` (see `agent::calls::call_grammar`).
@@ -179,20 +216,20 @@ pub struct NoCalls {
 }
 
 impl NoCalls {
-    pub fn new(format: agent::calls::CallFormat, tokenizer: &GemmaTokenizer) -> Self {
+    pub fn new(format: CallFormat, tokenizer: &GemmaTokenizer) -> Self {
         let vocab = tokenizer.vocab();
         let mut allowed = vec![u32::MAX; vocab.len().div_ceil(32)];
         // the bits past the vocabulary's end stay set; the engine never offers those ids
         let mut ban = |id: u32| allowed[id as usize / 32] &= !(1 << (id % 32));
         match format {
-            agent::calls::CallFormat::FencedJson => {
+            CallFormat::FencedJson => {
                 for id in 0..vocab.len() as u32 {
                     if vocab.piece(id).contains(&b'`') {
                         ban(id);
                     }
                 }
             }
-            agent::calls::CallFormat::Gemma4 => {
+            CallFormat::Gemma4 => {
                 if let Some(id) = vocab.id_of(agent::calls::call_opener(format)) {
                     ban(id);
                 }

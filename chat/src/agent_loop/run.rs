@@ -259,7 +259,7 @@ impl Agent<'_> {
         let tokenizer = self.model.tokenizer().clone();
         let context = self.model.context();
         let format = call_format(&tokenizer);
-        let tools = self.toolbox.tools();
+        let tools = self.grammar.callable_tools(format, self.toolbox.tools());
         let lark = calls::call_grammar(format, &tools);
         let params = self.params.clone();
 
@@ -434,6 +434,7 @@ impl Agent<'_> {
                 conversation: self.conversation.clone(),
                 budget: &budget,
                 progress: &mut progress,
+                cancel: Some(self.cancel.as_ref()),
             };
             let (output, error_code) = match toolbox.call(&call, &mut cx) {
                 Ok(out) => (out, None),

@@ -163,6 +163,7 @@ fn run_call(args: CallArgs) -> Result<()> {
         conversation: None,
         budget: &budget,
         progress: &mut progress,
+        cancel: None,
     };
     let result = toolbox.call(&ToolCall::new(&args.name, arguments), &mut cx);
     if drew {

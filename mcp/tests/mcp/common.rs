@@ -144,6 +144,7 @@ pub fn call_through_toolbox(
         conversation: Some("c1".to_string()),
         budget: &budget,
         progress: &mut progress,
+        cancel: None,
     };
     toolbox.call(&ToolCall::new(name, arguments), &mut cx)
 }

@@ -57,7 +57,9 @@ fn servers_that_fail_to_start_are_reported_and_the_others_work() {
     assert!(!calm.tools.iter().any(|t| t.name.contains("bad name")));
     assert!(!calm.tools.iter().any(|t| t.name == "calm/bloated"));
     assert_eq!(calm.notices.len(), 2, "{:?}", calm.notices);
-    let out = hub.call_tool("calm/echo", &json!({"text": "hi"})).unwrap();
+    let out = hub
+        .call_tool("calm/echo", &json!({"text": "hi"}), None)
+        .unwrap();
     assert_eq!(out.text, "hi");
 }
 
@@ -71,13 +73,13 @@ fn a_call_that_hangs_times_out_without_blocking_another_server_or_the_next_call(
     std::thread::scope(|s| {
         let hanging = s.spawn(|| {
             let started = Instant::now();
-            let e = hub.call_tool("slow/hang", &json!({})).unwrap_err();
+            let e = hub.call_tool("slow/hang", &json!({}), None).unwrap_err();
             (e, started.elapsed())
         });
         // meanwhile, the other server answers at once
         let started = Instant::now();
         assert_eq!(
-            hub.call_tool("calm/echo", &json!({"text": "a"}))
+            hub.call_tool("calm/echo", &json!({"text": "a"}), None)
                 .unwrap()
                 .text,
             "a"
@@ -94,19 +96,59 @@ fn a_call_that_hangs_times_out_without_blocking_another_server_or_the_next_call(
     });
     // the server that hung still answers its other tools
     assert_eq!(
-        hub.call_tool("slow/echo", &json!({"text": "b"}))
+        hub.call_tool("slow/echo", &json!({"text": "b"}), None)
             .unwrap()
             .text,
         "b"
     );
     // garbage for an answer is no answer
-    let e = hub.call_tool("slow/garbage", &json!({})).unwrap_err();
+    let e = hub.call_tool("slow/garbage", &json!({}), None).unwrap_err();
     assert_eq!(e.code(), "mcp_timeout", "{e}");
     assert_eq!(
-        hub.call_tool("slow/echo", &json!({"text": "c"}))
+        hub.call_tool("slow/echo", &json!({"text": "c"}), None)
             .unwrap()
             .text,
         "c"
+    );
+}
+
+#[test]
+fn a_stopped_turn_ends_its_call_at_once_and_the_server_is_told() {
+    let dir = tempfile::tempdir().unwrap();
+    let calls_file = dir.path().join("calls");
+    let mut slow = server("serve", json!({"env": {"FAKE_CALLS_FILE": calls_file}}));
+    slow["timeoutSeconds"] = json!(30);
+    let hub = McpHub::start(&config(json!({"mcpServers": {"slow": slow}}))).unwrap();
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let started = Instant::now();
+    let e = std::thread::scope(|s| {
+        let call = s.spawn(|| {
+            hub.call_tool("slow/hang", &json!({}), Some(&stop))
+                .unwrap_err()
+        });
+        std::thread::sleep(Duration::from_millis(300));
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        call.join().unwrap()
+    });
+    assert_eq!(e.code(), "cancelled", "{e}");
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
+    let deadline = Instant::now() + Duration::from_secs(3);
+    while !std::fs::read_to_string(&calls_file)
+        .unwrap_or_default()
+        .contains("cancelled")
+    {
+        assert!(Instant::now() < deadline, "the server was not told");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(
+        hub.call_tool("slow/echo", &json!({"text": "next"}), None)
+            .unwrap()
+            .text,
+        "next"
     );
 }
 
@@ -118,7 +160,9 @@ fn a_server_that_dies_mid_call_ends_that_call_and_is_shown_stopped() {
     }})))
     .unwrap();
     let started = Instant::now();
-    let e = hub.call_tool("fragile/crash", &json!({})).unwrap_err();
+    let e = hub
+        .call_tool("fragile/crash", &json!({}), None)
+        .unwrap_err();
     assert!(started.elapsed() < Duration::from_secs(4));
     assert!(
         ["mcp_server_gone", "mcp_call_failed"].contains(&e.code()),
@@ -137,11 +181,11 @@ fn a_server_that_dies_mid_call_ends_that_call_and_is_shown_stopped() {
     }
     assert!(!hub.tools().iter().any(|t| t.server == "fragile"));
     let e = hub
-        .call_tool("fragile/echo", &json!({"text": "x"}))
+        .call_tool("fragile/echo", &json!({"text": "x"}), None)
         .unwrap_err();
     assert!(e.to_string().contains("fragile/echo"), "{e}");
     assert_eq!(
-        hub.call_tool("calm/echo", &json!({"text": "ok"}))
+        hub.call_tool("calm/echo", &json!({"text": "ok"}), None)
             .unwrap()
             .text,
         "ok"
@@ -155,7 +199,7 @@ fn a_flood_is_read_past_and_a_huge_result_is_cut_to_the_budget() {
     }})))
     .unwrap();
     // a 17 MB line (over the SDK's 16 MB bound) and 100,000 lines of junk, then the answer
-    let out = hub.call_tool("loud/flood", &json!({})).unwrap();
+    let out = hub.call_tool("loud/flood", &json!({}), None).unwrap();
     assert_eq!(out.text, "after the flood");
 
     let audit = Audit::default();
@@ -292,14 +336,22 @@ fn every_call_is_approved_with_its_exact_arguments_unless_trusted_read_only() {
     );
 }
 
+/// Ended with its whole process group: here the server runs under a shell, as `npx` runs
+/// `node`, and would outlive its closed stdin.
 #[test]
 fn the_servers_processes_end_with_the_hub() {
     let dir = tempfile::tempdir().unwrap();
     let pid_file = dir.path().join("pid");
+    let script = hostile_script();
     let hub = McpHub::start(&config(json!({"mcpServers": {
-        "s": server("serve", json!({"env": {"FAKE_PID_FILE": pid_file}})),
+        "s": {
+            "command": "sh",
+            "args": ["-c", format!("python3 '{}' serve; true", script.display())],
+            "env": {"FAKE_PID_FILE": pid_file, "FAKE_IGNORE_EOF": "1"},
+        },
     }})))
     .unwrap();
+    assert_eq!(hub.status()[0].state, "ready", "{:?}", hub.status());
     let pid = std::fs::read_to_string(&pid_file).unwrap();
     let alive = || {
         std::fs::read_to_string(format!("/proc/{pid}/status"))

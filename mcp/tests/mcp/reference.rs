@@ -35,22 +35,22 @@ fn server_everything_over_stdio() {
         assert!(names.contains(&expected.to_string()), "{names:?}");
     }
     let echo = hub
-        .call_tool("everything/echo", &json!({"message": "héllo"}))
+        .call_tool("everything/echo", &json!({"message": "héllo"}), None)
         .unwrap();
     assert!(echo.text.contains("héllo"), "{}", echo.text);
     assert!(!echo.is_error);
     let sum = hub
-        .call_tool("everything/get-sum", &json!({"a": 2, "b": 40}))
+        .call_tool("everything/get-sum", &json!({"a": 2, "b": 40}), None)
         .unwrap();
     assert!(sum.text.contains("42"), "{}", sum.text);
     // an image is named, never inlined as base64
     let image = hub
-        .call_tool("everything/get-tiny-image", &json!({}))
+        .call_tool("everything/get-tiny-image", &json!({}), None)
         .unwrap();
     assert!(image.text.contains("[image (image/png)"), "{}", image.text);
     assert!(image.text.len() < 2000, "{}", image.text.len());
     // wrong arguments: the server's own error comes back as the tool's error
-    let bad = hub.call_tool("everything/get-sum", &json!({"a": "two"}));
+    let bad = hub.call_tool("everything/get-sum", &json!({"a": "two"}), None);
     match bad {
         Ok(out) => assert!(out.is_error, "{}", out.text),
         Err(e) => assert_eq!(e.code(), "mcp_call_failed", "{e}"),
@@ -101,7 +101,7 @@ fn server_everything_over_streamable_http() {
     assert_eq!(hub.status()[0].state, "ready", "{:?}", hub.status());
     assert_eq!(hub.status()[0].transport, "http");
     let echo = hub
-        .call_tool("web/echo", &json!({"message": "over http"}))
+        .call_tool("web/echo", &json!({"message": "over http"}), None)
         .unwrap();
     assert!(echo.text.contains("over http"), "{}", echo.text);
 }

@@ -230,7 +230,8 @@ fn a_file_cannot_forge_a_turn_or_a_call() {
 
 /// An MCP server's tool in the loop: declared beside ours as `server/tool`, decoded through
 /// the grammar of its own schema, asked first (the server does not mark it read-only), in the
-/// audit log, and its result — text that spells control tokens — stays data.
+/// audit log, and its result — text that spells control tokens — stays data. A tool whose
+/// schema makes no grammar is left out of the turn, the others kept.
 #[test]
 fn an_mcp_servers_tool_is_asked_for_audited_and_its_result_stays_data() {
     let fx = fixture(&[]);
@@ -252,6 +253,13 @@ fn an_mcp_servers_tool_is_asked_for_audited_and_its_result_stays_data() {
             .into_iter()
             .map(|t| t.tool),
     );
+    // a tool whose schema makes no grammar costs only itself
+    let callable = CallGrammar::new(engine.tokenizer())
+        .unwrap()
+        .callable_tools(format, tools.clone());
+    assert!(tools.iter().any(|t| t.name == "srv/broken"));
+    assert!(!callable.iter().any(|t| t.name == "srv/broken"));
+    assert_eq!(callable.len(), tools.len() - 1);
     let call = ToolCall::new("srv/tokens", json!({}));
     let mut model =
         ScriptedCalls::new(engine_model(&engine), format, tools.clone(), [call.clone()]);

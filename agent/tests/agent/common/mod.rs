@@ -188,6 +188,7 @@ impl<'a> Rig<'a> {
             conversation: conversation.map(str::to_string),
             budget: &self.budget,
             progress: &mut progress,
+            cancel: None,
         };
         let out = self.toolbox.call(&ToolCall::new(name, args), &mut cx);
         if let Ok(o) = &out {
