@@ -216,11 +216,11 @@ impl McpOptions {
         let config = mcp::McpConfig::load(path)?;
         let hub = mcp::McpHub::start(&config)?;
         for server in hub.status() {
-            if let Some(message) = &server.message {
-                eprintln!(
-                    "MCP server \"{}\" ({}): {message}",
-                    server.name, server.state
-                );
+            match &server.message {
+                // a failure's sentence names its server
+                Some(message) if server.state == "failed" => eprintln!("{message}"),
+                Some(message) => eprintln!("MCP server \"{}\": {message}", server.name),
+                None => {}
             }
             for notice in &server.notices {
                 eprintln!("MCP server \"{}\": {notice}", server.name);
