@@ -6,13 +6,13 @@ use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 
 use agent::ToolCall;
-use agent::calls::{self, CallFormat, PartialCall, Piece};
+use agent::calls::{self, CallFormat, PartialCall};
 use engine::{EngineHandle, GenerateParams, Generation, SessionId, StopReason, TokenConstraint};
 
 use super::request::{ChatRequest, OutputFormat, ToolChoice, invalid};
 use crate::agent_loop::{
-    AgentModel, CallGrammar, EngineModel, Phase, call_format, call_prompt, encode_pieces,
-    opened_call, watch_for_call,
+    AgentModel, CallGrammar, EngineModel, Phase, call_format, call_prompt, opened_call,
+    watch_for_call,
 };
 use crate::error::{Error, Result};
 
@@ -138,15 +138,8 @@ impl Completer {
         };
         let session = self.engine.open_session()?;
         let format = call_format(&tokenizer);
+        let prompt = self.prompt(request)?;
         if !request.calls_possible() {
-            // tools declared under `none`, or their calls and results in the history, need
-            // the agent's transcript; otherwise the plain chat template
-            let prompt = if request.uses_tools() {
-                let pieces = calls::render(format, &request.tools, &request.entries(), true);
-                encode_pieces(&tokenizer, &pieces, true)?
-            } else {
-                tokenizer.encode_chat(&request.chat_messages(), true)?
-            };
             return self.plain(
                 session.id(),
                 prompt,
@@ -156,9 +149,8 @@ impl Completer {
                 on_text,
             );
         }
-        let mut pieces = calls::render(format, &request.tools, &request.entries(), true);
         if request.tool_choice == ToolChoice::Auto {
-            return self.free_then_call(session.id(), format, pieces, request, cancel, on_text);
+            return self.free_then_call(session.id(), format, prompt, request, cancel, on_text);
         }
         // `required` or a named tool (`none` was answered above): the opener is in the
         // prompt, so the call starts with the first token
@@ -171,8 +163,6 @@ impl Completer {
                 .collect(),
             _ => request.tools.clone(),
         };
-        pieces.extend(calls::opener_pieces(format));
-        let prompt = encode_pieces(&tokenizer, &pieces, true)?;
         let prompt_tokens = prompt.len();
         let budget = request.params.max_tokens;
         let (call, finish, completion_tokens) = self.call(
@@ -252,13 +242,12 @@ impl Completer {
         &self,
         session: SessionId,
         format: CallFormat,
-        pieces: Vec<Piece>,
+        prompt: Vec<u32>,
         request: &ChatRequest,
         cancel: &Arc<AtomicBool>,
         on_text: &mut dyn FnMut(&str),
     ) -> Result<Completion> {
         let tokenizer = self.engine.tokenizer();
-        let prompt = encode_pieces(tokenizer, &pieces, true)?;
         let prompt_tokens = prompt.len();
         let mut free = request.params.clone();
         free.max_tokens = self.room(&prompt, free.max_tokens)?;
