@@ -147,6 +147,34 @@ fn engine_model(engine: &EngineHandle) -> EngineModel {
     }
 }
 
+/// The transcript of `entries`, encoded as the loop encodes it, holds exactly the template's
+/// own turn markers: no tool result's text became a control token.
+fn assert_only_template_turn_markers(
+    engine: &EngineHandle,
+    format: calls::CallFormat,
+    tools: &[agent::Tool],
+    entries: &[Entry],
+) {
+    let tokenizer = engine.tokenizer();
+    let pieces = calls::render(format, tools, entries, false);
+    let template_ends = pieces
+        .iter()
+        .filter(|p| **p == calls::Piece::Control("<end_of_turn>"))
+        .count();
+    let ids = encode_pieces(tokenizer, &pieces, true).unwrap();
+    let end_of_turn = tokenizer.end_of_turn_id().unwrap();
+    let start_of_turn = tokenizer.vocab().id_of("<start_of_turn>").unwrap();
+    assert_eq!(
+        ids.iter().filter(|&&t| t == end_of_turn).count(),
+        template_ends
+    );
+    let turns = entries
+        .iter()
+        .filter(|e| !matches!(e, Entry::System(_)))
+        .count();
+    assert_eq!(ids.iter().filter(|&&t| t == start_of_turn).count(), turns);
+}
+
 fn print(outcome: &AgentOutcome, events: &[AgentEvent]) {
     for e in events {
         if !matches!(e, AgentEvent::Text(_)) {
@@ -191,30 +219,12 @@ fn a_file_cannot_forge_a_turn_or_a_call() {
     assert_eq!(outcome.steps[0].call.as_ref(), Some(&read));
     assert!(outcome.steps[0].result.contains("<end_of_turn>"));
     // ...and as text: the encoded transcript holds exactly the template's turn markers
-    let tokenizer = engine.tokenizer();
-    let pieces = calls::render(
+    assert_only_template_turn_markers(
+        &engine,
         format,
         &agent::declarations(&Limits::default()),
         &outcome.entries,
-        false,
     );
-    let template_ends = pieces
-        .iter()
-        .filter(|p| **p == calls::Piece::Control("<end_of_turn>"))
-        .count();
-    let ids = encode_pieces(tokenizer, &pieces, true).unwrap();
-    let end_of_turn = tokenizer.end_of_turn_id().unwrap();
-    let start_of_turn = tokenizer.vocab().id_of("<start_of_turn>").unwrap();
-    assert_eq!(
-        ids.iter().filter(|&&t| t == end_of_turn).count(),
-        template_ends
-    );
-    let turns = outcome
-        .entries
-        .iter()
-        .filter(|e| !matches!(e, Entry::System(_)))
-        .count();
-    assert_eq!(ids.iter().filter(|&&t| t == start_of_turn).count(), turns);
     // no call but the one decoded: no note, no approval asked, one audit row
     assert_eq!(fx.store.note_count().unwrap(), 0);
     assert_eq!(asked, 0);
@@ -283,18 +293,7 @@ fn an_mcp_servers_tool_is_asked_for_audited_and_its_result_stays_data() {
     assert!(outcome.steps[0].ok);
     assert!(outcome.steps[0].result.contains("<start_of_turn>user"));
     // the result is in the transcript as text: only the template's own turn markers
-    let tokenizer = engine.tokenizer();
-    let pieces = calls::render(format, &tools, &outcome.entries, false);
-    let template_ends = pieces
-        .iter()
-        .filter(|p| **p == calls::Piece::Control("<end_of_turn>"))
-        .count();
-    let ids = encode_pieces(tokenizer, &pieces, true).unwrap();
-    let end_of_turn = tokenizer.end_of_turn_id().unwrap();
-    assert_eq!(
-        ids.iter().filter(|&&t| t == end_of_turn).count(),
-        template_ends
-    );
+    assert_only_template_turn_markers(&engine, format, &tools, &outcome.entries);
     let audit = fx.store.tool_calls(None, 0, 10).unwrap();
     assert_eq!(audit.len(), 1, "{audit:?}");
     assert_eq!(audit[0].tool, "srv/tokens");
