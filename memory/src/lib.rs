@@ -8,7 +8,8 @@
 //!   for the local agent; the model library;
 //! - [`policy`] and [`compaction`]: the L2 tier — when to summarize what;
 //! - [`reply`]: checkpointing a reply while it streams;
-//! - [`search`]: full-text search (English and CJK); [`export`]: Markdown and JSON.
+//! - [`search`]: full-text search (English and CJK); [`export`]: Markdown and JSON;
+//! - [`sync`]: conversations, notes and reminders synced through a folder the user owns.
 
 pub mod compaction;
 pub mod error;
@@ -18,6 +19,7 @@ pub mod reply;
 pub mod search;
 pub mod store;
 pub mod summarizer;
+pub mod sync;
 pub mod types;
 
 pub use compaction::{CompactionOutcome, PromptParts};
@@ -34,4 +36,5 @@ pub use store::{
     store_files,
 };
 pub use summarizer::{Summarizer, SummaryRequest, SummaryText};
+pub use sync::{Notice, Peer, SyncOptions, SyncReport, SyncStatus};
 pub use types::*;

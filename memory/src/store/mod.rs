@@ -389,8 +389,10 @@ pub use documents::{ChunkSummary, DocumentKey, DocumentRecord, DocumentTotals};
 pub use grants::{FolderGrant, GrantMode};
 pub(crate) use messages::insert_message;
 pub use models::{ModelId, ModelRecord, NewModel};
+pub(crate) use notes::body as note_index_body;
 pub use notes::{MAX_NOTE_TEXT_BYTES, MAX_NOTE_TITLE_BYTES, Note, NoteHit, NoteId};
 pub use reminders::{MAX_REMINDER_TEXT_BYTES, Reminder, ReminderId};
+pub(crate) use snapshots::take_snapshot_row;
 pub(crate) use summaries::insert_summary;
 pub use tool_calls::{NewToolCall, ToolCallId, ToolCallRecord, ToolOutcome};
 

@@ -56,7 +56,7 @@ fn note(r: &rusqlite::Row<'_>) -> rusqlite::Result<Note> {
 }
 
 /// What the index holds for a note: its title, then its text.
-fn body(title: &str, text: &str) -> String {
+pub(crate) fn body(title: &str, text: &str) -> String {
     segment(&format!("{title}\n{text}"))
 }
 

@@ -9,7 +9,7 @@ use rusqlite::Connection;
 use crate::error::{Error, Result};
 
 /// The schema version this code writes.
-pub const SCHEMA_VERSION: i64 = 6;
+pub const SCHEMA_VERSION: i64 = 7;
 
 /// Version 1: conversations, messages, L2 summaries and KV snapshot records.
 const V1: &str = "
@@ -187,6 +187,222 @@ ALTER TABLE folder_grants ADD COLUMN bookmark BLOB;
 ALTER TABLE reminders ADD COLUMN external_id TEXT;
 ";
 
+/// Version 7: sync through a folder (see `crate::sync`). Rows that sync get a stable `uid`
+/// (conversations already have one); every change made on this device stamps the changed
+/// field with the device's hybrid logical clock in `sync_clocks`, by triggers, so no write
+/// path can forget it; `applying` is set only inside the transaction that applies another
+/// device's changes, which are not stamped again. `~` is the field of a deletion (a
+/// tombstone). The clock is milliseconds << 16 plus a counter (Kulkarni et al., "Logical
+/// Physical Clocks", 2014), advanced past every clock seen.
+const V7: &str = "
+ALTER TABLE messages ADD COLUMN uid TEXT;
+ALTER TABLE summaries ADD COLUMN uid TEXT;
+ALTER TABLE notes ADD COLUMN uid TEXT;
+ALTER TABLE reminders ADD COLUMN uid TEXT;
+ALTER TABLE tool_calls ADD COLUMN uid TEXT;
+UPDATE messages SET uid = lower(hex(randomblob(16)));
+UPDATE summaries SET uid = lower(hex(randomblob(16)));
+UPDATE notes SET uid = lower(hex(randomblob(16)));
+UPDATE reminders SET uid = lower(hex(randomblob(16)));
+UPDATE tool_calls SET uid = lower(hex(randomblob(16)));
+CREATE UNIQUE INDEX messages_by_uid ON messages (uid);
+CREATE UNIQUE INDEX summaries_by_uid ON summaries (uid);
+CREATE UNIQUE INDEX notes_by_uid ON notes (uid);
+CREATE UNIQUE INDEX reminders_by_uid ON reminders (uid);
+CREATE UNIQUE INDEX tool_calls_by_uid ON tool_calls (uid);
+
+CREATE TABLE sync_state (
+    only          INTEGER PRIMARY KEY CHECK (only = 0),
+    device        TEXT NOT NULL,
+    clock         INTEGER NOT NULL,
+    applying      INTEGER NOT NULL DEFAULT 0,
+    exported      INTEGER NOT NULL DEFAULT 0,
+    next_segment  INTEGER NOT NULL DEFAULT 1,
+    folder        TEXT,
+    last_round_at INTEGER,
+    last_error    TEXT
+);
+INSERT INTO sync_state (only, device, clock) VALUES (0, lower(hex(randomblob(8))), 0);
+
+CREATE TABLE sync_clocks (
+    kind   TEXT NOT NULL,
+    uid    TEXT NOT NULL,
+    field  TEXT NOT NULL,
+    hlc    INTEGER NOT NULL,
+    device TEXT NOT NULL,
+    PRIMARY KEY (kind, uid, field)
+) WITHOUT ROWID;
+CREATE INDEX sync_clocks_by_device ON sync_clocks (device, hlc);
+
+CREATE TABLE sync_peers (
+    device   TEXT PRIMARY KEY,
+    through  INTEGER NOT NULL DEFAULT 0,
+    seen_at  INTEGER
+);
+CREATE TABLE sync_applied (
+    device  TEXT NOT NULL,
+    segment INTEGER NOT NULL,
+    PRIMARY KEY (device, segment)
+) WITHOUT ROWID;
+CREATE TABLE sync_pending (
+    parent TEXT NOT NULL,
+    record TEXT NOT NULL,
+    PRIMARY KEY (parent, record)
+) WITHOUT ROWID;
+CREATE TABLE sync_outgoing (
+    name  TEXT PRIMARY KEY,
+    bytes BLOB NOT NULL
+);
+
+CREATE TRIGGER sync_conversation_insert AFTER INSERT ON conversations
+WHEN (SELECT applying FROM sync_state) = 0 BEGIN
+    UPDATE sync_state SET clock = max(clock + 1,
+        CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER) * 65536);
+    INSERT OR REPLACE INTO sync_clocks SELECT 'conversation', NEW.id, f.value, s.clock, s.device
+        FROM sync_state s, json_each('[\"created\",\"title\",\"pinned\",\"settings\"]') f;
+END;
+CREATE TRIGGER sync_conversation_title AFTER UPDATE OF title ON conversations
+WHEN (SELECT applying FROM sync_state) = 0 BEGIN
+    UPDATE sync_state SET clock = max(clock + 1,
+        CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER) * 65536);
+    INSERT OR REPLACE INTO sync_clocks SELECT 'conversation', NEW.id, 'title', clock, device
+        FROM sync_state;
+END;
+CREATE TRIGGER sync_conversation_pinned AFTER UPDATE OF pinned ON conversations
+WHEN (SELECT applying FROM sync_state) = 0 BEGIN
+    UPDATE sync_state SET clock = max(clock + 1,
+        CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER) * 65536);
+    INSERT OR REPLACE INTO sync_clocks SELECT 'conversation', NEW.id, 'pinned', clock, device
+        FROM sync_state;
+END;
+CREATE TRIGGER sync_conversation_settings AFTER UPDATE OF settings ON conversations
+WHEN (SELECT applying FROM sync_state) = 0 BEGIN
+    UPDATE sync_state SET clock = max(clock + 1,
+        CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER) * 65536);
+    INSERT OR REPLACE INTO sync_clocks SELECT 'conversation', NEW.id, 'settings', clock, device
+        FROM sync_state;
+END;
+CREATE TRIGGER sync_conversation_delete AFTER DELETE ON conversations
+WHEN (SELECT applying FROM sync_state) = 0 BEGIN
+    UPDATE sync_state SET clock = max(clock + 1,
+        CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER) * 65536);
+    INSERT OR REPLACE INTO sync_clocks SELECT 'conversation', OLD.id, '~', clock, device
+        FROM sync_state;
+END;
+
+CREATE TRIGGER sync_message_insert AFTER INSERT ON messages
+WHEN (SELECT applying FROM sync_state) = 0 BEGIN
+    UPDATE messages SET uid = lower(hex(randomblob(16))) WHERE id = NEW.id AND uid IS NULL;
+    UPDATE sync_state SET clock = max(clock + 1,
+        CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER) * 65536);
+    INSERT OR REPLACE INTO sync_clocks
+        SELECT 'message', m.uid, f.value, s.clock, s.device
+        FROM sync_state s, messages m, json_each('[\"created\",\"body\"]') f WHERE m.id = NEW.id;
+    INSERT OR REPLACE INTO sync_clocks SELECT 'conversation', NEW.conversation_id, 'activity',
+        clock, device FROM sync_state;
+END;
+CREATE TRIGGER sync_message_body AFTER UPDATE OF text, status ON messages
+WHEN (SELECT applying FROM sync_state) = 0 BEGIN
+    UPDATE sync_state SET clock = max(clock + 1,
+        CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER) * 65536);
+    INSERT OR REPLACE INTO sync_clocks SELECT 'message', NEW.uid, 'body', clock, device
+        FROM sync_state WHERE NEW.uid IS NOT NULL;
+    INSERT OR REPLACE INTO sync_clocks SELECT 'conversation', NEW.conversation_id, 'activity',
+        clock, device FROM sync_state;
+END;
+CREATE TRIGGER sync_message_delete AFTER DELETE ON messages
+WHEN (SELECT applying FROM sync_state) = 0
+    AND EXISTS (SELECT 1 FROM conversations WHERE id = OLD.conversation_id) BEGIN
+    UPDATE sync_state SET clock = max(clock + 1,
+        CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER) * 65536);
+    INSERT OR REPLACE INTO sync_clocks SELECT 'message', OLD.uid, '~', clock, device
+        FROM sync_state WHERE OLD.uid IS NOT NULL;
+    INSERT OR REPLACE INTO sync_clocks SELECT 'conversation', OLD.conversation_id, 'activity',
+        clock, device FROM sync_state;
+END;
+
+CREATE TRIGGER sync_summary_insert AFTER INSERT ON summaries
+WHEN (SELECT applying FROM sync_state) = 0 BEGIN
+    UPDATE summaries SET uid = lower(hex(randomblob(16))) WHERE id = NEW.id AND uid IS NULL;
+    UPDATE sync_state SET clock = max(clock + 1,
+        CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER) * 65536);
+    INSERT OR REPLACE INTO sync_clocks SELECT 'summary', m.uid, 'created', s.clock, s.device
+        FROM sync_state s, summaries m WHERE m.id = NEW.id;
+END;
+CREATE TRIGGER sync_summary_delete AFTER DELETE ON summaries
+WHEN (SELECT applying FROM sync_state) = 0
+    AND EXISTS (SELECT 1 FROM conversations WHERE id = OLD.conversation_id) BEGIN
+    UPDATE sync_state SET clock = max(clock + 1,
+        CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER) * 65536);
+    INSERT OR REPLACE INTO sync_clocks SELECT 'summary', OLD.uid, '~', clock, device
+        FROM sync_state WHERE OLD.uid IS NOT NULL;
+END;
+
+CREATE TRIGGER sync_note_insert AFTER INSERT ON notes
+WHEN (SELECT applying FROM sync_state) = 0 BEGIN
+    UPDATE notes SET uid = lower(hex(randomblob(16))) WHERE id = NEW.id AND uid IS NULL;
+    UPDATE sync_state SET clock = max(clock + 1,
+        CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER) * 65536);
+    INSERT OR REPLACE INTO sync_clocks SELECT 'note', m.uid, f.value, s.clock, s.device
+        FROM sync_state s, notes m, json_each('[\"created\",\"title\",\"text\"]') f
+        WHERE m.id = NEW.id;
+END;
+CREATE TRIGGER sync_note_title AFTER UPDATE OF title ON notes
+WHEN (SELECT applying FROM sync_state) = 0 BEGIN
+    UPDATE sync_state SET clock = max(clock + 1,
+        CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER) * 65536);
+    INSERT OR REPLACE INTO sync_clocks SELECT 'note', NEW.uid, 'title', clock, device
+        FROM sync_state WHERE NEW.uid IS NOT NULL;
+END;
+CREATE TRIGGER sync_note_text AFTER UPDATE OF text ON notes
+WHEN (SELECT applying FROM sync_state) = 0 BEGIN
+    UPDATE sync_state SET clock = max(clock + 1,
+        CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER) * 65536);
+    INSERT OR REPLACE INTO sync_clocks SELECT 'note', NEW.uid, 'text', clock, device
+        FROM sync_state WHERE NEW.uid IS NOT NULL;
+END;
+CREATE TRIGGER sync_note_delete AFTER DELETE ON notes
+WHEN (SELECT applying FROM sync_state) = 0 BEGIN
+    UPDATE sync_state SET clock = max(clock + 1,
+        CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER) * 65536);
+    INSERT OR REPLACE INTO sync_clocks SELECT 'note', OLD.uid, '~', clock, device
+        FROM sync_state WHERE OLD.uid IS NOT NULL;
+END;
+
+CREATE TRIGGER sync_reminder_insert AFTER INSERT ON reminders
+WHEN (SELECT applying FROM sync_state) = 0 BEGIN
+    UPDATE reminders SET uid = lower(hex(randomblob(16))) WHERE id = NEW.id AND uid IS NULL;
+    UPDATE sync_state SET clock = max(clock + 1,
+        CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER) * 65536);
+    INSERT OR REPLACE INTO sync_clocks SELECT 'reminder', m.uid, f.value, s.clock, s.device
+        FROM sync_state s, reminders m, json_each('[\"created\",\"state\"]') f
+        WHERE m.id = NEW.id;
+END;
+CREATE TRIGGER sync_reminder_state AFTER UPDATE OF notified_at, done_at ON reminders
+WHEN (SELECT applying FROM sync_state) = 0 BEGIN
+    UPDATE sync_state SET clock = max(clock + 1,
+        CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER) * 65536);
+    INSERT OR REPLACE INTO sync_clocks SELECT 'reminder', NEW.uid, 'state', clock, device
+        FROM sync_state WHERE NEW.uid IS NOT NULL;
+END;
+CREATE TRIGGER sync_reminder_delete AFTER DELETE ON reminders
+WHEN (SELECT applying FROM sync_state) = 0 BEGIN
+    UPDATE sync_state SET clock = max(clock + 1,
+        CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER) * 65536);
+    INSERT OR REPLACE INTO sync_clocks SELECT 'reminder', OLD.uid, '~', clock, device
+        FROM sync_state WHERE OLD.uid IS NOT NULL;
+END;
+
+CREATE TRIGGER sync_tool_call_insert AFTER INSERT ON tool_calls
+WHEN (SELECT applying FROM sync_state) = 0 BEGIN
+    UPDATE tool_calls SET uid = lower(hex(randomblob(16))) WHERE id = NEW.id AND uid IS NULL;
+    UPDATE sync_state SET clock = max(clock + 1,
+        CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER) * 65536);
+    INSERT OR REPLACE INTO sync_clocks SELECT 'tool_call', m.uid, 'created', s.clock, s.device
+        FROM sync_state s, tool_calls m WHERE m.id = NEW.id;
+END;
+";
+
 /// One upgrade step: SQL, then Rust for what SQL cannot do (filling a new index).
 struct Step {
     sql: &'static str,
@@ -217,6 +433,10 @@ const STEPS: [Step; SCHEMA_VERSION as usize] = [
     Step {
         sql: V6,
         after: None,
+    },
+    Step {
+        sql: V7,
+        after: Some(crate::sync::stamp_existing_rows),
     },
 ];
 

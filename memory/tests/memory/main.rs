@@ -8,3 +8,4 @@ mod documents;
 mod power_loss;
 mod search_export;
 mod store;
+mod sync;
