@@ -45,6 +45,8 @@ enum Command {
     Tools(commands::tools::Args),
     /// Run the agent on the model: it may call the tools on the granted folders (writes ask first).
     Agent(commands::agent::Args),
+    /// Sync conversations, notes and reminders with your other devices through a folder.
+    Sync(commands::sync::Args),
     /// Serve the local API (OpenAI-compatible) on 127.0.0.1 for your other programs; token-protected.
     Serve(commands::serve::Args),
 }
@@ -60,6 +62,7 @@ impl Command {
             Command::Tools(a) => a.db(),
             Command::Agent(a) => a.store.db.clone(),
             Command::Serve(a) => a.store.db.clone(),
+            Command::Sync(a) => a.store.db.clone(),
             _ => None,
         };
         given.unwrap_or_else(memory::default_database_path)
@@ -101,6 +104,7 @@ fn main() -> ExitCode {
         Command::Tools(a) => commands::tools::run(a),
         Command::Agent(a) => commands::agent::run(a),
         Command::Serve(a) => commands::serve::run(a),
+        Command::Sync(a) => commands::sync::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

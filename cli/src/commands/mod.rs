@@ -10,6 +10,7 @@ pub mod models;
 pub mod score;
 pub mod serve;
 pub mod summarize;
+pub mod sync;
 pub mod tokenize;
 pub mod tools;
 

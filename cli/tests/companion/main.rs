@@ -9,4 +9,5 @@ mod log;
 mod memory;
 mod models;
 mod summarize;
+mod sync;
 mod tools;

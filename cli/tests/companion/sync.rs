@@ -1,0 +1,113 @@
+//! `companion sync` between two databases through one folder, as two devices would use it:
+//! what one imports, renames and pins, the other lists and shows the same.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn companion(db: &Path, args: &[&str]) -> Output {
+    let (command, rest) = args.split_first().unwrap();
+    Command::new(env!("CARGO_BIN_EXE_companion"))
+        .arg(command)
+        .arg("--db")
+        .arg(db)
+        .args(rest)
+        .output()
+        .expect("the binary runs")
+}
+
+fn ok(o: &Output) -> String {
+    assert!(
+        o.status.success(),
+        "exit {:?}: {}",
+        o.status.code(),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn export() -> String {
+    serde_json::json!({
+        "format": "companion.conversation",
+        "version": 1,
+        "conversation": {
+            "id": "0f6c3c1e-2d0a-4c58-9a51-3b7c1c0e7a11", "title": "Lighthouse",
+            "createdAt": 1_764_000_000_000_i64, "updatedAt": 1_764_000_100_000_i64,
+            "model": "gemma-3-270m", "settings": {"temperature": 0.7}, "pinned": false
+        },
+        "messages": [
+            {"seq": 0, "role": "user", "text": "Who keeps the lighthouse?", "tokenCount": null,
+             "status": "complete", "createdAt": 1_764_000_000_000_i64,
+             "updatedAt": 1_764_000_000_000_i64, "timings": null},
+            {"seq": 1, "role": "assistant", "text": "A keeper, every night since 1890.",
+             "tokenCount": null, "status": "stopped", "createdAt": 1_764_000_001_000_i64,
+             "updatedAt": 1_764_000_002_000_i64, "timings": null}
+        ],
+        "summaries": []
+    })
+    .to_string()
+}
+
+#[test]
+fn two_databases_sync_through_a_folder() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mac, phone) = (dir.path().join("mac.db"), dir.path().join("phone.db"));
+    let folder = dir.path().join("iCloud Drive");
+    std::fs::create_dir(&folder).unwrap();
+    let f = folder.to_str().unwrap();
+
+    // before any round there is no folder to use: said in one line
+    let o = companion(&mac, &["sync"]);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("--folder"), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    let o = companion(&mac, &["sync", "--folder", "/nonexistent/folder"]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("does not exist"));
+
+    let file = dir.path().join("export.json");
+    std::fs::write(&file, export()).unwrap();
+    ok(&companion(
+        &mac,
+        &["conversations", "import", file.to_str().unwrap()],
+    ));
+    ok(&companion(
+        &mac,
+        &["conversations", "rename", "0f6c", "The lighthouse"],
+    ));
+    ok(&companion(&mac, &["conversations", "pin", "0f6c"]));
+    let out = ok(&companion(&mac, &["sync", "--folder", f]));
+    assert!(out.contains("wrote: 3 changes"), "{out}");
+    let out = ok(&companion(&phone, &["sync", "--folder", f]));
+    assert!(
+        out.contains("applied: 1 file from other devices, 3 changes"),
+        "{out}"
+    );
+
+    let list = |db: &Path| ok(&companion(db, &["conversations", "list", "--json"]));
+    let show = |db: &Path| ok(&companion(db, &["conversations", "show", "0f6c", "--json"]));
+    assert_eq!(list(&mac), list(&phone));
+    assert_eq!(show(&mac), show(&phone));
+    assert!(list(&phone).contains("The lighthouse"));
+
+    // the phone unpins; the folder is remembered from the last round
+    ok(&companion(&phone, &["conversations", "unpin", "0f6c"]));
+    ok(&companion(&phone, &["sync"]));
+    ok(&companion(&mac, &["sync"]));
+    assert_eq!(list(&mac), list(&phone));
+    assert!(list(&mac).contains("\"pinned\": false"));
+
+    let status: serde_json::Value =
+        serde_json::from_str(&ok(&companion(&mac, &["sync", "status", "--json"]))).unwrap();
+    assert_eq!(status["unsent"], 0);
+    assert_eq!(status["peers"].as_array().unwrap().len(), 1);
+    assert_eq!(status["folder"], f);
+    let text = ok(&companion(&mac, &["sync", "status"]));
+    assert!(text.contains("other device"), "{text}");
+
+    // deleted on one, gone on the other
+    ok(&companion(&mac, &["conversations", "delete", "0f6c"]));
+    ok(&companion(&mac, &["sync"]));
+    ok(&companion(&phone, &["sync"]));
+    assert_eq!(list(&phone).trim(), "[]");
+}
