@@ -4,9 +4,16 @@
 //! machine loads machine code instead of waiting for the driver to compile PTX. Without the
 //! feature this does nothing.
 //!
+//! With the `metal-emulated` feature: compile the Metal kernels (metal/*.metal) as C++ against
+//! the emulator's executing <metal_stdlib> (metal-emulator/), see `metal_emulated` below.
+//!
 //! The compiler is `$NVCC`, else `nvcc` on the PATH (`../shared/notes/cuda-on-h200.md` says
 //! how to get one from pip); `$COMPANION_CUDA_ARCHS` (e.g. `90`) narrows the list for a quicker
 //! build.
+
+#[cfg(feature = "metal-emulated")]
+#[path = "metal-emulator/build.rs"]
+mod metal_emulated;
 
 use std::env;
 use std::path::PathBuf;
@@ -14,6 +21,8 @@ use std::process::Command;
 
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");
+    #[cfg(feature = "metal-emulated")]
+    metal_emulated::build();
     println!("cargo:rerun-if-changed=cuda/decode.cu");
     println!("cargo:rerun-if-changed=cuda/quants.cuh");
     println!("cargo:rerun-if-env-changed=NVCC");

@@ -23,6 +23,8 @@ mod host;
 pub(crate) mod kernel_args;
 #[cfg(feature = "metal")]
 pub(crate) mod metal_decode;
+#[cfg(feature = "metal-emulated")]
+pub(crate) mod metal_emulated;
 
 use serde::{Deserialize, Serialize};
 
