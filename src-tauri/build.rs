@@ -49,6 +49,10 @@ const COMMANDS: &[&str] = &[
     "mcp_servers",
     "save_mcp_config",
     "set_mcp_server_enabled",
+    "sync_status",
+    "choose_sync_folder",
+    "stop_sync",
+    "sync_now",
 ];
 
 fn main() {

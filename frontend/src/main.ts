@@ -62,7 +62,13 @@ function boot(): void {
 
   // The loaded model's sentence for the user (a base model's), from the status polls.
   let modelNotice: string | null = null;
+  // Sync brought changes from another device: the lists follow.
+  let syncChanges = 0;
   const statusLine = createStatusLine((status, askedAt) => {
+    if (status.syncChanges !== syncChanges) {
+      syncChanges = status.syncChanges;
+      void sidebar.refresh();
+    }
     // A reload started elsewhere (or the engine failed): follow it, unless the answer is older
     // than our own arrival at "ready".
     if (phase && phase.phase() === "ready" && status.phase !== "ready" && askedAt > phase.changedAt()) {

@@ -15,6 +15,7 @@ import {
   parseNumberField,
   type NumberField,
 } from "./settings-fields";
+import { createSyncSection } from "./sync-settings";
 import { applyTheme } from "./theme";
 import type { ApiStatus, Device, Settings, Theme } from "./types";
 
@@ -74,6 +75,7 @@ export function createSettingsPanel(hooks: SettingsHooks): SettingsPanel {
   const apiLine = el("p", { class: "hint", id: "api-status", role: "status" });
   const copyToken = el("button", { type: "button", id: "api-copy-token", text: "Copy token", hidden: true });
   let apiToken: string | null = null;
+  const sync = createSyncSection();
   const form = el(
     "form",
     { class: "modal-card", novalidate: true },
@@ -119,6 +121,7 @@ export function createSettingsPanel(hooks: SettingsHooks): SettingsPanel {
         ...fieldsFor(["apiPort"]),
         el("div", { class: "field wide" }, apiLine, copyToken),
       ),
+      sync.element,
       el(
         "fieldset",
         null,
@@ -242,6 +245,7 @@ export function createSettingsPanel(hooks: SettingsHooks): SettingsPanel {
   cancel.addEventListener("click", () => closeModal(panel));
   closeButton.addEventListener("click", () => closeModal(panel));
 
+
   return {
     async open() {
       showProblem(null);
@@ -251,7 +255,9 @@ export function createSettingsPanel(hooks: SettingsHooks): SettingsPanel {
       // filled.
       setLoading(true);
       if (loaded) fill(loaded);
-      openModal(panel);
+      // the sync section follows the background rounds while the panel is open
+      openModal(panel, () => sync.stop());
+      sync.start();
       void call("log_folder").then(
         (path) => (logPath.textContent = path),
         () => undefined,

@@ -320,6 +320,25 @@ export interface StatusView {
   /** The loaded model's sentence for the user: set for a base model, which continues text
    *  instead of answering. */
   modelNotice: string | null;
+  /** Grows each time sync brought changes from another device: reload the lists. */
+  syncChanges: number;
+}
+
+/** Sync through a folder, as the settings panel shows it (sync_status). */
+export interface SyncView {
+  /** The folder this device syncs through; null: not syncing. */
+  folder: string | null;
+  device: string | null;
+  syncing: boolean;
+  lastRoundAt: number | null;
+  /** What the last round did, in a sentence. */
+  lastOutcome: string | null;
+  /** Why the last round could not finish, or the files it skipped. */
+  lastError: string | null;
+  unsent: number;
+  waiting: number;
+  /** Other devices seen in the folder. */
+  devices: number;
 }
 
 export interface DocumentProgress {
@@ -409,4 +428,11 @@ export interface Commands {
   /** Checks and saves the MCP configuration, then restarts the servers in the background. */
   save_mcp_config: { args: { config: string }; result: ServersView };
   set_mcp_server_enabled: { args: { name: string; enabled: boolean }; result: ServersView };
+  sync_status: { args: Record<string, never>; result: SyncView };
+  /** Opens the native folder picker (on iOS: the app's iCloud Drive folder); null when
+   *  cancelled. Syncing starts at once. */
+  choose_sync_folder: { args: Record<string, never>; result: SyncView | null };
+  /** The folder's files stay; choosing it again continues. */
+  stop_sync: { args: Record<string, never>; result: SyncView };
+  sync_now: { args: Record<string, never>; result: null };
 }

@@ -78,6 +78,7 @@ describe("the app", () => {
         thermalMessage: "The device is warm; replies are paced at 70%.",
         busy: false,
         modelNotice: BASE_NOTICE,
+        syncChanges: 0,
       }),
       list_conversations: () => [
         { id: "old", title: "Old", pinned: true, createdAt: 0, updatedAt: 1, messageCount: 2, preview: null, tools: false },
@@ -95,6 +96,10 @@ describe("the app", () => {
           ? { running: true, url: "http://127.0.0.1:7878/v1", token: "t0k3n", tokenFile: "/data/companion/api-token", problem: null }
           : { running: false, url: null, token: null, tokenFile: "/data/companion/api-token", problem: null },
       log_folder: () => "/data/companion/logs",
+      sync_status: () => ({
+        folder: null, device: "0123456789abcdef", syncing: false, lastRoundAt: null, lastOutcome: null,
+        lastError: null, unsent: 0, waiting: 0, devices: 0,
+      }),
       open_log_folder: () => "/data/companion/logs",
       model_info: () => ({
         fileName: "gemma.gguf",

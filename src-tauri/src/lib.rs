@@ -18,6 +18,7 @@ pub mod settings_file;
 pub mod shared;
 pub mod shutdown;
 pub mod state;
+pub mod sync_watch;
 pub mod text_batch;
 pub mod views;
 pub mod webview_painting;
@@ -85,6 +86,10 @@ pub fn builder<R: Runtime>(builder: tauri::Builder<R>, config: AppConfig) -> tau
             commands::servers::mcp_servers,
             commands::servers::save_mcp_config,
             commands::servers::set_mcp_server_enabled,
+            commands::sync::sync_status,
+            commands::sync::choose_sync_folder,
+            commands::sync::stop_sync,
+            commands::sync::sync_now,
             commands::app::status,
             commands::conversations::list_conversations,
             commands::conversations::create_conversation,
@@ -180,6 +185,9 @@ pub fn on_exit<R: Runtime>(app: &tauri::AppHandle<R>) {
     }
     if let Some(state) = app.try_state::<AppState>() {
         state.api.stop();
+        if let Some(sync) = &state.sync {
+            sync.stop();
+        }
         let _ = shutdown::close_within(&state.worker, &state.shared, shutdown::EXIT_DEADLINE);
         // after the turn has been told to stop; also ends servers a turn still holds
         state.shared.mcp.stop();

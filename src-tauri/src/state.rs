@@ -46,6 +46,9 @@ pub struct AppState {
     settings: Mutex<Settings>,
     /// The local API, when the settings switch it on.
     pub api: ApiServer,
+    /// Sync through the folder the user chose, in the background (`None`: its thread could
+    /// not start).
+    pub sync: Option<crate::sync_watch::SyncWatch>,
     /// Files the user dropped on the window: the only paths a command accepts from the
     /// webview (everything else comes from a native dialog the user answered).
     granted: Mutex<HashSet<PathBuf>>,
@@ -64,8 +67,12 @@ impl AppState {
     ) -> Result<Self> {
         let worker =
             WorkerHandle::start(config.database.clone(), settings.clone(), shared.clone())?;
+        let sync = crate::sync_watch::SyncWatch::start(config.database.clone())
+            .map_err(|e| tracing::warn!(error = %e, "sync cannot start"))
+            .ok();
         Ok(AppState {
             api: ApiServer::new(config.database.clone()),
+            sync,
             config,
             worker,
             shared,

@@ -624,7 +624,17 @@ impl Store {
         })
     }
 
-    /// The folder of the last round, if any.
+    /// Sync with `folder` from now on (the app's background rounds follow it), or stop
+    /// (`None`): nothing already written in the folder is removed.
+    pub fn set_sync_folder(&self, folder: Option<&Path>) -> Result<()> {
+        self.conn.execute(
+            "UPDATE sync_state SET folder = ?1, last_error = NULL",
+            [folder.map(|f| f.display().to_string())],
+        )?;
+        Ok(())
+    }
+
+    /// The folder of the last round (or the one set), if any.
     pub fn sync_folder(&self) -> Result<Option<PathBuf>> {
         Ok(self
             .conn

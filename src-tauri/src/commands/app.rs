@@ -25,6 +25,8 @@ pub struct StatusView {
     pub busy: bool,
     /// The loaded model's sentence for the user: a base model's (it continues text).
     pub model_notice: Option<String>,
+    /// Grows each time sync brought changes from another device: the window reloads its lists.
+    pub sync_changes: u64,
 }
 
 #[tauri::command]
@@ -50,6 +52,7 @@ pub fn status(state: State<'_, AppState>) -> StatusView {
         model_notice: engine
             .as_ref()
             .and_then(|e| crate::commands::model::base_model_notice(&e.info())),
+        sync_changes: state.sync.as_ref().map_or(0, |s| s.changes()),
     }
 }
 

@@ -10,3 +10,4 @@ pub mod logs;
 pub mod model;
 pub mod servers;
 pub mod settings;
+pub mod sync;

@@ -8,3 +8,4 @@ mod commands;
 mod e2e;
 mod mobile;
 mod support;
+mod sync_e2e;
