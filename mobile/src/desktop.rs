@@ -75,6 +75,11 @@ impl<R: Runtime> Platform<R> {
         }
     }
 
+    /// No app container here: on a Mac the user picks a folder in iCloud Drive.
+    pub(crate) fn ubiquity_container(&self) -> Result<Option<std::path::PathBuf>> {
+        Ok(None)
+    }
+
     pub(crate) fn protect_storage(&self, folder: &std::path::Path) -> Result<()> {
         #[cfg(feature = "fake-os")]
         self.fake.lock().protected.push(folder.to_path_buf());

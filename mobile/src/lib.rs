@@ -109,6 +109,12 @@ impl<R: Runtime> Mobile<R> {
         self.platform.create_reminder(text, due_ms)
     }
 
+    /// The app's own folder in iCloud Drive (its ubiquity container's `Documents`), where
+    /// sync writes on an iPhone; `None` when iCloud Drive is off, or on a platform without one.
+    pub fn ubiquity_container(&self) -> Result<Option<PathBuf>> {
+        self.platform.ubiquity_container()
+    }
+
     /// Keep `folder` (the models) out of iCloud backup, with file protection "until first user
     /// authentication" (readable in the background once the phone was unlocked after boot).
     pub fn protect_storage(&self, folder: &std::path::Path) -> Result<()> {

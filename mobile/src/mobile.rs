@@ -50,6 +50,11 @@ struct BookmarkArgs {
 }
 
 #[derive(Deserialize)]
+struct Container {
+    path: Option<String>,
+}
+
+#[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct Picked {
     path: Option<String>,
@@ -190,6 +195,14 @@ impl<R: Runtime> Platform<R> {
             )
             .map_err(|e| native("add the reminder", e))?;
         Ok(created.identifier)
+    }
+
+    pub(crate) fn ubiquity_container(&self) -> Result<Option<PathBuf>> {
+        let container: Container = self
+            .handle
+            .run_mobile_plugin("ubiquityContainer", ())
+            .map_err(|e| native("find the app's iCloud Drive folder", e))?;
+        Ok(container.path.map(PathBuf::from))
     }
 
     pub(crate) fn protect_storage(&self, folder: &std::path::Path) -> Result<()> {

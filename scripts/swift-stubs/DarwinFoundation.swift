@@ -44,6 +44,13 @@ public struct NSURLBookmarkResolutionOptions: OptionSet, Sendable {
 
 // MARK: thermal state (NSProcessInfo.h)
 
+extension FileManager {
+  /// iCloud Drive: the app's ubiquity container (nil: iCloud is off or the user signed out).
+  public func url(forUbiquityContainerIdentifier containerIdentifier: String?) -> URL? {
+    fatalError()
+  }
+}
+
 extension ProcessInfo {
   // NS_ENUM(NSInteger, NSProcessInfoThermalState): not frozen (see README.md)
   public enum ThermalState: Int, @unchecked Sendable {

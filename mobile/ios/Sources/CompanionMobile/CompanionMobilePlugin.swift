@@ -103,6 +103,24 @@ final class CompanionMobilePlugin: Plugin {
       invoke.reject(error.localizedDescription)
     }
   }
+
+  /// The app's iCloud Drive folder (its ubiquity container's Documents), made when missing;
+  /// `path` nil when iCloud Drive is off or the user is signed out. Apple: not on the main
+  /// thread (it may take a while the first time); commands arrive on Tauri's own queue.
+  @objc public func ubiquityContainer(_ invoke: Invoke) {
+    let manager = FileManager.default
+    guard let container = manager.url(forUbiquityContainerIdentifier: nil) else {
+      invoke.resolve(["path": NSNull()])
+      return
+    }
+    let documents = container.appendingPathComponent("Documents", isDirectory: true)
+    do {
+      try manager.createDirectory(at: documents, withIntermediateDirectories: true)
+      invoke.resolve(["path": documents.path])
+    } catch {
+      invoke.reject(error.localizedDescription)
+    }
+  }
 }
 
 /// The plugin's state and everything UIKit and EventKit call back, on the main actor.
