@@ -208,6 +208,21 @@ fn look(
     unsent_before: &mut Option<usize>,
     asked: bool,
 ) {
+    // not syncing: nothing to count (the status reads every unsent change)
+    match store.sync_folder() {
+        Ok(Some(_)) => {}
+        Ok(None) => {
+            let mut view = lock(&inner.view);
+            view.folder = None;
+            view.syncing = false;
+            *last_round = None;
+            return;
+        }
+        Err(e) => {
+            tracing::warn!(code = e.code(), error = %e, "sync: the folder setting is unreadable");
+            return;
+        }
+    }
     let status = match store.sync_status() {
         Ok(s) => s,
         Err(e) => {
