@@ -12,7 +12,9 @@ pub struct ModelOptions {
     /// Path to a Gemma GGUF file [default: $COMPANION_MODEL, else the library's model in use, else the fetched default model]
     #[arg(long, value_name = "PATH")]
     pub model: Option<PathBuf>,
-    /// Backend: cpu, cuda or metal (falls back to cpu with a notice when unavailable)
+    /// Backend: cpu, cuda or metal (falls back to cpu with a notice when unavailable), or
+    /// metal-emulated (Metal's decode kernels on the emulated device: builds with
+    /// --features metal-emulated)
     #[arg(long, default_value = "cpu", value_name = "DEVICE")]
     pub device: DeviceChoice,
     /// Forward-pass implementation: auto (Companion's own kernels on the CPU, candle on a GPU),

@@ -1,5 +1,7 @@
 //! Backend choice: CPU everywhere, CUDA and Metal when built with the matching cargo feature.
-//! An unavailable backend falls back to the CPU with a one-line notice instead of failing.
+//! An unavailable backend falls back to the CPU with a one-line notice instead of failing,
+//! except the emulated Metal device (a test device: asking for it in a build without it is an
+//! error, since the CPU would not test what was asked).
 
 use candle_core::Device;
 use serde::{Deserialize, Serialize};
@@ -11,6 +13,10 @@ pub enum DeviceChoice {
     Cpu,
     Cuda,
     Metal,
+    /// Metal's decode kernels on the emulated Metal device (the `metal-emulated` feature: a
+    /// test device; the rest of the model runs on the CPU)
+    #[serde(rename = "metal-emulated")]
+    MetalEmulated,
 }
 
 impl DeviceChoice {
@@ -33,8 +39,9 @@ impl std::str::FromStr for DeviceChoice {
             "cpu" => Ok(DeviceChoice::Cpu),
             "cuda" => Ok(DeviceChoice::Cuda),
             "metal" => Ok(DeviceChoice::Metal),
+            "metal-emulated" => Ok(DeviceChoice::MetalEmulated),
             other => Err(format!(
-                "unknown device `{other}` (expected cpu, cuda or metal)"
+                "unknown device `{other}` (expected cpu, cuda, metal or metal-emulated)"
             )),
         }
     }
@@ -46,6 +53,7 @@ impl std::fmt::Display for DeviceChoice {
             DeviceChoice::Cpu => "cpu",
             DeviceChoice::Cuda => "cuda",
             DeviceChoice::Metal => "metal",
+            DeviceChoice::MetalEmulated => "metal-emulated",
         })
     }
 }
@@ -56,6 +64,9 @@ pub fn select_device(choice: DeviceChoice) -> (Device, DeviceChoice, Option<Stri
         DeviceChoice::Cpu => (Device::Cpu, DeviceChoice::Cpu, None),
         DeviceChoice::Cuda => cuda(),
         DeviceChoice::Metal => metal(),
+        // the emulated device is the CPU's memory; `Engine::load` puts the decode on it (and
+        // refuses a build without it)
+        DeviceChoice::MetalEmulated => (Device::Cpu, DeviceChoice::MetalEmulated, None),
     }
 }
 

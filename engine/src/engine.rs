@@ -117,6 +117,22 @@ pub struct Engine {
     model_sha256: OnceLock<[u8; 32]>,
 }
 
+/// The backend under the emulated Metal device: candle's model on the CPU device (its KV cache
+/// and tables are tensors the Metal kernels read), or an error in a build without the device.
+fn emulated_metal_backend(choice: BackendChoice) -> Result<BackendKind> {
+    if !cfg!(feature = "metal-emulated") {
+        return Err(Error::InvalidArgument(
+            "this build has no emulated Metal device (build with --features metal-emulated)".into(),
+        ));
+    }
+    match choice {
+        BackendChoice::Host => Err(Error::InvalidArgument(
+            "the emulated Metal device runs with the candle backend, not host".into(),
+        )),
+        BackendChoice::Auto | BackendChoice::Candle => Ok(BackendKind::Candle),
+    }
+}
+
 impl Engine {
     pub fn load(config: EngineConfig) -> Result<Self> {
         let t0 = Instant::now();
@@ -131,8 +147,13 @@ impl Engine {
             ));
         }
         config.thermal.validate()?;
-        let (device, used, device_notice) = select_device(config.device);
-        let backend = config.backend.resolve(&device);
+        #[allow(unused_mut)] // the emulated Metal device, when built, may add its notice
+        let (device, used, mut device_notice) = select_device(config.device);
+        let backend = if used == DeviceChoice::MetalEmulated {
+            emulated_metal_backend(config.backend)?
+        } else {
+            config.backend.resolve(&device)
+        };
         let mut file = ModelFile::open(&config.model_path)?;
         // Decided from the header, before any weight or cache is touched.
         let memory = fit_context(
@@ -145,7 +166,17 @@ impl Engine {
             tracing::warn!("{notice}");
         }
         let tokenizer = GemmaTokenizer::from_gguf(&file)?;
-        let model = Model::load(&mut file, memory.context, &device, backend)?;
+        #[allow(unused_mut)] // the emulated Metal device, when built, sets its decoder
+        let mut model = Model::load(&mut file, memory.context, &device, backend)?;
+        #[cfg(feature = "metal-emulated")]
+        if used == DeviceChoice::MetalEmulated && !model.use_emulated_metal(&file)? {
+            device_notice = Some(
+                "Metal's decode kernels do not cover this model (per-layer embeddings, or a shape or \
+                 weight format they lack): its decode steps \
+                 run on candle's CPU path, not on the emulated Metal device"
+                    .into(),
+            );
+        }
         let weights_seconds = t0.elapsed().as_secs_f64();
         let reduced = config.thermal.reduced_threads(model.threads());
         let model = model.with_reduced_threads(reduced)?;

@@ -112,7 +112,10 @@ impl<A, K> Plan<A, K> {
     }
 
     /// Every norm and rope table place (what Metal must make resident).
-    #[cfg_attr(not(feature = "metal"), allow(dead_code))]
+    #[cfg_attr(
+        not(any(feature = "metal", feature = "metal-emulated")),
+        allow(dead_code)
+    )]
     pub fn tables(&self) -> impl Iterator<Item = &A> {
         let per_layer = self.layers.iter().flat_map(|l| {
             [Some(&l.attn_norm), Some(&l.ffn_norm)]

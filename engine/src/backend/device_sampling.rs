@@ -3,7 +3,10 @@
 //! it covers; the others sample on the host.
 //!
 //! Plain Rust, so its rules are tested on every build; only GPU builds use it.
-#![cfg_attr(not(any(feature = "cuda", feature = "metal")), allow(dead_code))]
+#![cfg_attr(
+    not(any(feature = "cuda", feature = "metal", feature = "metal-emulated")),
+    allow(dead_code)
+)]
 
 /// Candidates kept per block and at most in total by the device sampler (`TOPK_MAX`).
 pub(crate) const TOPK_MAX: usize = 64;

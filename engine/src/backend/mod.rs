@@ -14,14 +14,14 @@ mod candle;
 mod counting;
 #[cfg(feature = "cuda")]
 pub(crate) mod cuda_decode;
-#[cfg(any(feature = "cuda", feature = "metal"))]
+#[cfg(any(feature = "cuda", feature = "metal", feature = "metal-emulated"))]
 pub(crate) mod decode_plan;
 pub(crate) mod device_sampling;
-#[cfg(any(feature = "cuda", feature = "metal"))]
+#[cfg(any(feature = "cuda", feature = "metal", feature = "metal-emulated"))]
 pub(crate) mod fused;
 mod host;
 pub(crate) mod kernel_args;
-#[cfg(feature = "metal")]
+#[cfg(any(feature = "metal", feature = "metal-emulated"))]
 pub(crate) mod metal_decode;
 #[cfg(feature = "metal-emulated")]
 pub(crate) mod metal_emulated;

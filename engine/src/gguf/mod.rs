@@ -201,7 +201,10 @@ impl ModelFile {
     }
 
     /// The whole file's mapping (see [`Self::tensor_range`]).
-    #[cfg_attr(not(feature = "metal"), allow(dead_code))]
+    #[cfg_attr(
+        not(any(feature = "metal", feature = "metal-emulated")),
+        allow(dead_code)
+    )]
     pub(crate) fn mapping(&self) -> Arc<Mmap> {
         self.map.clone()
     }

@@ -309,14 +309,14 @@ impl KvCache {
 
     /// Device caches: grow cache layer `i` until it holds positions `..end` (a global layer
     /// by whole pages; a sliding ring never grows), for a writer outside this module.
-    #[cfg(any(feature = "cuda", feature = "metal"))]
+    #[cfg(any(feature = "cuda", feature = "metal", feature = "metal-emulated"))]
     pub(crate) fn ensure_device_slots(&mut self, i: usize, end: usize) -> candle_core::Result<()> {
         self.ensure_slots(i, end)
     }
 
     /// Device caches: cache layer `i`'s K and V tensors (`[n_kv_head, slots, head_dim]`, f16)
     /// and its slots.
-    #[cfg(any(feature = "cuda", feature = "metal"))]
+    #[cfg(any(feature = "cuda", feature = "metal", feature = "metal-emulated"))]
     pub(crate) fn device_layer(&self, i: usize) -> Option<(&Tensor, &Tensor, usize)> {
         match &self.layers.get(i)?.data {
             LayerData::Device { k, v } => Some((k, v, self.slots(i))),

@@ -24,7 +24,10 @@ pub(crate) enum Linear {
         n: usize,
         k: usize,
         /// Its bytes in the model file, `(start, len)` (the fused Metal decode reads them there).
-        #[cfg_attr(not(feature = "metal"), allow(dead_code))]
+        #[cfg_attr(
+            not(any(feature = "metal", feature = "metal-emulated")),
+            allow(dead_code)
+        )]
         file_range: Option<(usize, usize)>,
     },
 }

@@ -32,7 +32,10 @@ pub(crate) use weights::{Norm, Weights};
 /// Sampler settings the fused decode runs on the device (see [`Model::fused_sampling`]).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct FusedSampling(
-    #[cfg_attr(not(any(feature = "cuda", feature = "metal")), allow(dead_code))]
+    #[cfg_attr(
+        not(any(feature = "cuda", feature = "metal", feature = "metal-emulated")),
+        allow(dead_code)
+    )]
     crate::backend::device_sampling::DeviceSampling,
 );
 
@@ -68,7 +71,7 @@ pub struct Model {
     ops: std::sync::atomic::AtomicU64,
     /// The fused decode step on the GPU, when the model is on one and the kernels cover it
     /// (`backend::fused`: CUDA's, or Metal's when `COMPANION_METAL_FUSED=1`).
-    #[cfg(any(feature = "cuda", feature = "metal"))]
+    #[cfg(any(feature = "cuda", feature = "metal", feature = "metal-emulated"))]
     fused: Option<std::sync::Mutex<crate::backend::fused::FusedDecoder>>,
 }
 
@@ -112,15 +115,30 @@ impl Model {
             reduced_pool: None,
             use_reduced: std::sync::atomic::AtomicBool::new(false),
             ops: std::sync::atomic::AtomicU64::new(0),
-            #[cfg(any(feature = "cuda", feature = "metal"))]
+            #[cfg(any(feature = "cuda", feature = "metal", feature = "metal-emulated"))]
             fused: None,
         };
-        #[cfg(any(feature = "cuda", feature = "metal"))]
+        #[cfg(any(feature = "cuda", feature = "metal", feature = "metal-emulated"))]
         if backend == BackendKind::Candle {
             model.fused =
                 crate::backend::fused::FusedDecoder::new(&model, file)?.map(std::sync::Mutex::new);
         }
         Ok(model)
+    }
+
+    /// Run decode steps through Metal's fused decoder on the emulated device (`--device
+    /// metal-emulated`; the model is candle's on the CPU device). Whether the kernels cover
+    /// the model (otherwise the generic path runs).
+    #[cfg(feature = "metal-emulated")]
+    pub(crate) fn use_emulated_metal(&mut self, file: &ModelFile) -> Result<bool> {
+        if self.backend != BackendKind::Candle || !self.device.is_cpu() {
+            return Err(Error::InvalidArgument(
+                "the emulated Metal device runs candle's model on the CPU device".into(),
+            ));
+        }
+        self.fused = crate::backend::fused::FusedDecoder::emulated_metal(self, file)?
+            .map(std::sync::Mutex::new);
+        Ok(self.fused.is_some())
     }
 
     /// Backend operations dispatched so far (see `backend::counting`).
@@ -130,7 +148,7 @@ impl Model {
 
     /// Kernels one decode step launches on a fused GPU path, when it runs.
     pub fn fused_kernels_per_token(&self) -> Option<usize> {
-        #[cfg(any(feature = "cuda", feature = "metal"))]
+        #[cfg(any(feature = "cuda", feature = "metal", feature = "metal-emulated"))]
         if let Some(f) = &self.fused {
             return Some(
                 f.lock()
@@ -262,7 +280,7 @@ impl Model {
     }
 
     /// Rope table `index` (the fused GPU decoders read its device copy).
-    #[cfg(any(feature = "cuda", feature = "metal"))]
+    #[cfg(any(feature = "cuda", feature = "metal", feature = "metal-emulated"))]
     pub(crate) fn rope_table(&self, index: usize) -> &RopeTable {
         &self.ropes[index]
     }
@@ -272,7 +290,7 @@ impl Model {
         &self,
         sampling: &crate::sampling::SamplingParams,
     ) -> Option<FusedSampling> {
-        #[cfg(any(feature = "cuda", feature = "metal"))]
+        #[cfg(any(feature = "cuda", feature = "metal", feature = "metal-emulated"))]
         if self.fused.is_some() {
             return crate::backend::device_sampling::DeviceSampling::of(sampling)
                 .map(FusedSampling);
@@ -289,7 +307,7 @@ impl Model {
         sampling: &FusedSampling,
         draws: &mut dyn FnMut() -> f32,
     ) -> Result<()> {
-        #[cfg(any(feature = "cuda", feature = "metal"))]
+        #[cfg(any(feature = "cuda", feature = "metal", feature = "metal-emulated"))]
         if let Some(f) = &self.fused {
             return f
                 .lock()
@@ -304,7 +322,7 @@ impl Model {
 
     /// The logits of the last fused decode step (soft-capped as [`Self::logits`]'s).
     pub(crate) fn fused_logits(&self) -> Result<Vec<f32>> {
-        #[cfg(any(feature = "cuda", feature = "metal"))]
+        #[cfg(any(feature = "cuda", feature = "metal", feature = "metal-emulated"))]
         if let Some(f) = &self.fused {
             return f.lock().unwrap_or_else(|p| p.into_inner()).logits();
         }
@@ -323,7 +341,7 @@ impl Model {
         sampling: &FusedSampling,
         draws: &mut dyn FnMut() -> f32,
     ) -> Result<u32> {
-        #[cfg(any(feature = "cuda", feature = "metal"))]
+        #[cfg(any(feature = "cuda", feature = "metal", feature = "metal-emulated"))]
         if let Some(f) = &self.fused {
             if token as usize >= self.arch.n_vocab {
                 return Err(Error::InvalidArgument(format!(

@@ -62,7 +62,7 @@ impl RopeTable {
     }
 
     /// The device copies of the cos and sin tables (`[positions, n_rot / 2]`, f32).
-    #[cfg(any(feature = "cuda", feature = "metal"))]
+    #[cfg(any(feature = "cuda", feature = "metal", feature = "metal-emulated"))]
     pub(crate) fn device_tables(&self) -> Option<(&Tensor, &Tensor)> {
         self.device.as_ref().map(|(c, s)| (c, s))
     }

@@ -17,28 +17,22 @@
 //! - no graphs: the command buffer is encoded again each token (a few microseconds per
 //!   dispatch on the CPU).
 //!
-//! **Never run**: there is no Mac where this is built. It is type-checked for
-//! `aarch64-apple-darwin` (`scripts/check-apple`), the shaders are type-checked as C++
-//! (`scripts/check-metal`), and it is off unless `COMPANION_METAL_FUSED=1`. Anything it cannot
-//! set up (no Metal 3, a file larger than one buffer, a shape or format the kernels lack)
-//! returns `None` and the generic path runs.
+//! What is encoded (kernels, buffer indices, argument structs, grid sizes, threadgroup
+//! memory) is written once, against the small interface of [`encoding`], which the real
+//! device (`apple`, feature `metal`) and the emulated one (`emulated`, feature
+//! `metal-emulated`: decode.metal run on the CPU by `backend::metal_emulated`) implement.
+//!
+//! **Never run on a Mac**: there is no Mac where this is built. The real device's glue is
+//! type-checked for `aarch64-apple-darwin` (`scripts/check-apple`) and off unless
+//! `COMPANION_METAL_FUSED=1`; everything above it runs on the emulated device in the tests
+//! (`scripts/check-metal`). Anything it cannot set up (no Metal 3, a file larger than one
+//! buffer, a shape or format the kernels lack) returns `None` and the generic path runs.
 
-use std::ffi::c_void;
-use std::ptr::NonNull;
 use std::sync::Arc;
 
+use candle_core::Tensor;
 use candle_core::quantized::QMatMul;
-use candle_core::{Device, MetalDevice, Storage, Tensor};
 use memmap2::Mmap;
-use objc2::Message;
-use objc2::rc::{Retained, autoreleasepool};
-use objc2::runtime::ProtocolObject;
-use objc2_foundation::NSString;
-use objc2_metal::{
-    MTLBuffer, MTLCommandBuffer, MTLCommandBufferStatus, MTLCommandEncoder, MTLCommandQueue,
-    MTLCompileOptions, MTLComputeCommandEncoder, MTLComputePipelineState, MTLDevice, MTLGPUFamily,
-    MTLResourceOptions, MTLResourceUsage,
-};
 
 use super::decode_plan::{self, AttnBuffers, LayerCache, Places, Plan, type_id};
 use super::device_sampling::{DRAWS, DeviceSampling, PENALTY_WINDOW_MAX, TOP_BLOCKS, TOPK_MAX};
@@ -46,55 +40,55 @@ use super::kernel_args::{
     AddNormArgs, EmbedArgs, GateUpArgs, JoinArgs, Mat, Mats, PenaltyArgs, SamplingArgs, TopArgs,
 };
 use crate::error::{Error, Result};
-use crate::gguf::ModelFile;
 use crate::kv_cache::KvCache;
 use crate::model::{Linear, Model};
 
+#[cfg(feature = "metal")]
+pub(crate) mod apple;
+#[cfg(feature = "metal-emulated")]
+pub(crate) mod emulated;
 mod encoding;
 
+pub(crate) use encoding::MetalDevice;
 use encoding::{
-    At, Buf, Encoder, Pipeline, gate_up_threads, pipeline, set_at, set_buf, set_bytes, set_none,
-    shared_buffer, shared_f32s, shared_i32s, size, threads,
+    At, ComputeEncoder, GpuBuffer, GpuPipeline, gate_up_threads, set_at, set_buf, set_none,
+    shared_f32s, shared_i32s, size, threads,
 };
 
+#[cfg_attr(not(feature = "metal"), allow(dead_code))] // the real device compiles it
 static SOURCE: &str = include_str!("../../../metal/decode.metal");
 
 fn metal_err(what: &str, e: impl std::fmt::Display) -> Error {
     Error::InvalidArgument(format!("Metal decode: {what}: {e}"))
 }
 
-/// Where a contiguous f32 or f16 candle tensor on Metal starts.
-fn tensor_at(t: &Tensor) -> Option<At> {
-    let (storage, layout) = t.storage_and_layout();
-    if !layout.is_contiguous() {
-        return None;
+/// Whether the kernels can cover `model` on a device with `max_threadgroup_memory` bytes of
+/// threadgroup memory (the rest is `decode_plan`'s to decide).
+fn covers(model: &Model, max_threadgroup_memory: usize) -> bool {
+    if model.weights().ple.is_some() {
+        tracing::info!("the fused Metal decode does not cover per-layer embeddings");
+        return false;
     }
-    let Storage::Metal(s) = &*storage else {
-        return None;
-    };
-    let size = match t.dtype() {
-        candle_core::DType::F32 => 4,
-        candle_core::DType::F16 => 2,
-        _ => return None,
-    };
-    let raw: &ProtocolObject<dyn MTLBuffer> = s.buffer().as_ref();
-    Some(At {
-        buffer: raw.retain(),
-        offset: layout.start_offset() * size,
-    })
+    // embed_norm and add_norm keep the row and a reduction scratch in threadgroup memory
+    if 4 * (model.arch().n_embd + 32) > max_threadgroup_memory {
+        tracing::info!("the model is wider than the fused Metal decode's norm kernels");
+        return false;
+    }
+    true
 }
 
 /// Places on Metal: weights in the no-copy buffer over the mapped file, at their offsets in
-/// it; tensors in candle's buffers.
-struct MetalPlaces {
-    file: Buf,
+/// it; tensors in the device's buffers (candle's).
+struct MetalPlaces<'a, D: MetalDevice> {
+    device: &'a D,
+    file: D::Buffer,
 }
 
-impl Places for MetalPlaces {
-    type At = At;
-    const GPU: &'static str = "Metal";
+impl<D: MetalDevice> Places for MetalPlaces<'_, D> {
+    type At = At<D::Buffer>;
+    const GPU: &'static str = D::NAME;
 
-    fn weight(&self, l: &Linear) -> Option<(At, i32)> {
+    fn weight(&self, l: &Linear) -> Option<(Self::At, i32)> {
         let Linear::Candle {
             matmul: QMatMul::QTensor(t),
             file_range: Some((start, _)),
@@ -110,36 +104,36 @@ impl Places for MetalPlaces {
         Some((at, type_id(t.dtype())?))
     }
 
-    fn tensor(&self, t: &Tensor) -> Option<At> {
-        tensor_at(t)
+    fn tensor(&self, t: &Tensor) -> Option<Self::At> {
+        self.device.tensor(t)
     }
 }
 
 /// Buffers of the decode step, allocated once, in shared memory (the host writes the step's
 /// parameters and reads the token).
-struct Arena {
-    params: Buf,
-    x: Buf,
-    xq: Buf,
-    q: Buf,
-    k: Buf,
-    v: Buf,
-    attn_q: Buf,
-    partial: Buf,
-    o: Buf,
-    ffq: Buf,
-    hidden: Buf,
-    logits: Buf,
-    cand_v: Buf,
-    cand_i: Buf,
-    recent: Buf,
-    n_recent: Buf,
-    out_token: Buf,
-    draws: Buf,
+struct Arena<B> {
+    params: B,
+    x: B,
+    xq: B,
+    q: B,
+    k: B,
+    v: B,
+    attn_q: B,
+    partial: B,
+    o: B,
+    ffq: B,
+    hidden: B,
+    logits: B,
+    cand_v: B,
+    cand_i: B,
+    recent: B,
+    n_recent: B,
+    out_token: B,
+    draws: B,
 }
 
-impl Arena {
-    fn all(&self) -> [&Buf; 18] {
+impl<B> Arena<B> {
+    fn all(&self) -> [&B; 18] {
         [
             &self.params,
             &self.x,
@@ -163,125 +157,81 @@ impl Arena {
     }
 }
 
-struct Pipelines {
-    embed_norm: Pipeline,
-    matvec3: Pipeline,
-    gate_up: Pipeline,
-    attention_join: Pipeline,
-    add_norm: Pipeline,
-    penalties: Pipeline,
-    top_candidates: Pipeline,
-    pick: Pipeline,
+struct Pipelines<P> {
+    embed_norm: P,
+    matvec3: P,
+    gate_up: P,
+    attention_join: P,
+    add_norm: P,
+    penalties: P,
+    top_candidates: P,
+    pick: P,
 }
 
-pub(crate) struct MetalDecoder {
-    candle: MetalDevice,
-    queue: Retained<ProtocolObject<dyn MTLCommandQueue>>,
-    pipelines: Pipelines,
-    plan: Plan<At, Pipeline>,
-    arena: Arena,
+/// A place on device `D`.
+type Place<D> = At<<D as MetalDevice>::Buffer>;
+
+/// One product of a `matvec3` dispatch: the matrix and its type, the output, its rows.
+type Product<'a, D> = (&'a (Place<D>, i32), &'a <D as MetalDevice>::Buffer, usize);
+
+pub(crate) struct MetalDecoder<D: MetalDevice> {
+    device: D,
+    pipelines: Pipelines<D::Pipeline>,
+    plan: Plan<Place<D>, D::Pipeline>,
+    arena: Arena<D::Buffer>,
     /// Every buffer the kernels reach through an address, apart from the arena and the cache.
-    resident: Vec<Buf>,
+    resident: Vec<D::Buffer>,
     /// The no-copy buffer over the mapped file, dropped before the mapping it views.
-    file_buffer: Buf,
+    file_buffer: D::Buffer,
     _mapping: Arc<Mmap>,
     draws_uploaded: usize,
 }
 
 // SAFETY: Metal devices, queues, pipelines and buffers are thread-safe objects (Apple's
 // "Metal Programming Guide", "Thread Safety": only command buffers and encoders are not, and
-// those live within one `step`); the decoder sits behind the model's mutex besides.
-unsafe impl Send for MetalDecoder {}
+// those live within one `step`); the emulated device's buffers are plain memory and its
+// encoders live within one `step` too; the decoder sits behind the model's mutex besides.
+unsafe impl<D: MetalDevice> Send for MetalDecoder<D> {}
 
-impl std::fmt::Debug for MetalDecoder {
+impl<D: MetalDevice> std::fmt::Debug for MetalDecoder<D> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("MetalDecoder")
+            .field("device", &D::NAME)
             .field("layers", &self.plan.layers.len())
             .field("kernels_per_token", &self.kernels_per_token())
             .finish()
     }
 }
 
-impl MetalDecoder {
+impl<D: MetalDevice> MetalDecoder<D> {
     /// Dispatches one decode step encodes.
     pub fn kernels_per_token(&self) -> usize {
         self.plan.kernels_per_token()
     }
 
-    /// The fused decoder for `model` on its Metal device, reading the weights from `file`'s
-    /// mapping, or `None` when the model or the GPU needs what it lacks.
-    pub fn new(model: &Model, file: &ModelFile) -> Result<Option<Self>> {
-        let Device::Metal(candle) = model.device() else {
-            return Ok(None);
-        };
-        let device: &ProtocolObject<dyn MTLDevice> = candle.device().as_ref();
-        // Apple7 (M1, A14 and later): Apple GPUs, whose SIMD-groups are 32 wide as the kernels
-        // assume (AMD and Intel Macs with Metal 3 need not be); Metal 3 for `gpuAddress`
-        if !device.supportsFamily(MTLGPUFamily::Apple7)
-            || !device.supportsFamily(MTLGPUFamily::Metal3)
-        {
-            tracing::info!("the fused Metal decode needs an Apple GPU with Metal 3; generic path");
+    /// The fused decoder for `model` on `device`, reading the weights from `file_buffer`
+    /// (the whole mapped model file, `mapping`), or `None` when the model or the device needs
+    /// what it lacks.
+    fn new(
+        device: D,
+        model: &Model,
+        file_buffer: D::Buffer,
+        mapping: Arc<Mmap>,
+    ) -> Result<Option<Self>> {
+        if !covers(model, device.max_threadgroup_memory()) {
             return Ok(None);
         }
-        if model.weights().ple.is_some() {
-            tracing::info!("the fused Metal decode does not cover per-layer embeddings");
-            return Ok(None);
-        }
-        // embed_norm and add_norm keep the row and a reduction scratch in threadgroup memory
-        if 4 * (model.arch().n_embd + 32) > device.maxThreadgroupMemoryLength() {
-            tracing::info!("the model is wider than the fused Metal decode's norm kernels");
-            return Ok(None);
-        }
-
-        // the whole mapped file as one buffer, rounded up to whole pages (the mapping is)
-        let mapping = file.mapping();
-        let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(4096) as usize;
-        let length = mapping.len().next_multiple_of(page);
-        if length > device.maxBufferLength() {
-            tracing::info!("the model file is larger than one Metal buffer; generic path");
-            return Ok(None);
-        }
-        let Some(start) = NonNull::new(mapping.as_ptr() as *mut c_void) else {
-            return Ok(None);
-        };
-        // SAFETY: the mapping is page-aligned, spans `length` bytes of whole pages, is
-        // read-only here as in the kernels, and outlives the buffer (`_mapping` is dropped
-        // after `file_buffer`); no deallocator, since the mapping owns the memory.
-        let file_buffer = unsafe {
-            device.newBufferWithBytesNoCopy_length_options_deallocator(
-                start,
-                length,
-                MTLResourceOptions::StorageModeShared,
-                None,
-            )
-        }
-        .ok_or_else(|| metal_err("mapping the model file", "newBufferWithBytesNoCopy failed"))?;
-
-        // Fast math (Metal's default) may assume no infinities, but the kernels use -INFINITY
-        // as "no key yet" (attention_split, whose splits start empty in the first steps) and
-        // `isfinite`; CUDA's --use_fast_math makes no such assumption. `mathMode` would say
-        // "relaxed" but needs macOS 15 / iOS 18.
-        let options = MTLCompileOptions::new();
-        #[allow(deprecated)]
-        options.setFastMathEnabled(false);
-        let library = device
-            .newLibraryWithSource_options_error(&NSString::from_str(SOURCE), Some(&options))
-            .map_err(|e| metal_err("compiling decode.metal", e.localizedDescription()))?;
-        let f = |name: &str| pipeline(device, &library, name);
-
         let places = MetalPlaces {
+            device: &device,
             file: file_buffer.clone(),
         };
-        let Some(plan) = decode_plan::plan(model, &places, |name| f(name))? else {
+        let Some(plan) = decode_plan::plan(model, &places, |name| device.pipeline(name))? else {
             return Ok(None);
         };
         // every buffer reached through an address in an argument struct, once each
-        let mut resident: Vec<Buf> = vec![file_buffer.clone()];
+        let mut resident: Vec<D::Buffer> = vec![file_buffer.clone()];
         for at in plan.tables() {
-            if !resident
-                .iter()
-                .any(|b| Retained::as_ptr(b) == Retained::as_ptr(&at.buffer))
-            {
+            if !resident.iter().any(|b| b.same(&at.buffer)) {
                 resident.push(at.buffer.clone());
             }
         }
@@ -289,7 +239,7 @@ impl MetalDecoder {
         let (max_q, max_kv, max_ff, max_partial) =
             (plan.max_q, plan.max_kv, plan.max_ff, plan.max_partial);
         let q8 = |values: usize| values / 32 * 36;
-        let b = |bytes: usize| shared_buffer(device, bytes);
+        let b = |bytes: usize| device.shared_buffer(bytes);
         let arena = Arena {
             params: b(16)?,
             x: b(4 * e)?,
@@ -310,9 +260,7 @@ impl MetalDecoder {
             out_token: b(4)?,
             draws: b(4 * DRAWS)?,
         };
-        let queue = device
-            .newCommandQueue()
-            .ok_or_else(|| metal_err("a command queue", "none available"))?;
+        let f = |name: &str| device.pipeline(name);
         let pipelines = Pipelines {
             embed_norm: f("embed_norm")?,
             matvec3: f("matvec3")?,
@@ -338,14 +286,13 @@ impl MetalDecoder {
         ];
         let attention = plan.layers.iter().map(|l| (&l.attention, 32));
         for (p, need) in needs.into_iter().chain(attention) {
-            if p.threadExecutionWidth() != 32 || p.maxTotalThreadsPerThreadgroup() < need {
+            if p.execution_width() != 32 || p.max_threads() < need {
                 tracing::info!("a fused Metal kernel cannot run as dispatched here; generic path");
                 return Ok(None);
             }
         }
         Ok(Some(MetalDecoder {
-            candle: candle.clone(),
-            queue,
+            device,
             pipelines,
             plan,
             arena,
@@ -402,39 +349,17 @@ impl MetalDecoder {
             self.upload_draws(draws);
         }
         let places = MetalPlaces {
+            device: &self.device,
             file: self.file_buffer.clone(),
         };
         let caches = decode_plan::layer_caches(&self.plan, &places, cache, pos)?;
-        // candle's queue may still be writing the cache (the prefill): ours runs after it
-        self.candle
-            .flush_and_wait_current()
-            .map_err(|e| metal_err("waiting for the prefill", e))?;
+        self.device.before_step()?;
         let params = unsafe { shared_i32s(&self.arena.params) };
         params[..4].copy_from_slice(&[pos as i32, token as i32, step as i32, 0]);
 
-        // the command buffer and encoder come autoreleased: drain them every step, since the
-        // engine thread has no pool of its own
-        autoreleasepool(|_| {
-            let command = self
-                .queue
-                .commandBuffer()
-                .ok_or_else(|| metal_err("a command buffer", "none available"))?;
-            let encoder = command
-                .computeCommandEncoder()
-                .ok_or_else(|| metal_err("a compute encoder", "none available"))?;
-            self.make_resident(&encoder, &caches);
-            self.encode_step(&encoder, &caches, sampling);
-            encoder.endEncoding();
-            command.commit();
-            command.waitUntilCompleted();
-            if command.status() != MTLCommandBufferStatus::Completed {
-                let why = command.error().map_or_else(
-                    || "no error given".to_string(),
-                    |e| e.localizedDescription().to_string(),
-                );
-                return Err(metal_err("the decode step failed on the GPU", why));
-            }
-            Ok(())
+        self.device.run(|enc| {
+            self.make_resident(enc, &caches);
+            self.encode_step(enc, &caches, sampling);
         })?;
         let out = unsafe { shared_i32s(&self.arena.out_token) }[0];
         cache.begin_step(pos, 1);
@@ -448,31 +373,35 @@ impl MetalDecoder {
         Ok(unsafe { shared_f32s(&self.arena.logits) }[..self.plan.n_vocab].to_vec())
     }
 
-    fn make_resident(&self, encoder: &Encoder, caches: &[LayerCache<At>]) {
-        let rw = MTLResourceUsage::Read | MTLResourceUsage::Write;
+    fn make_resident(&self, enc: &mut D::Encoder, caches: &[LayerCache<Place<D>>]) {
         for b in &self.resident {
-            encoder.useResource_usage(ProtocolObject::from_ref(&**b), MTLResourceUsage::Read);
+            enc.use_resource(b, false);
         }
         for b in self.arena.all() {
-            encoder.useResource_usage(ProtocolObject::from_ref(&**b), rw);
+            enc.use_resource(b, true);
         }
         for (k, v, _) in caches {
-            encoder.useResource_usage(ProtocolObject::from_ref(&*k.buffer), rw);
-            encoder.useResource_usage(ProtocolObject::from_ref(&*v.buffer), rw);
+            enc.use_resource(&k.buffer, true);
+            enc.use_resource(&v.buffer, true);
         }
     }
 
     /// Every dispatch of one step, in `CudaDecoder::launch_step`'s order. A serial compute
     /// encoder (the default) runs each dispatch after the previous one's writes.
-    fn encode_step(&self, enc: &Encoder, caches: &[LayerCache<At>], sampling: &DeviceSampling) {
+    fn encode_step(
+        &self,
+        enc: &mut D::Encoder,
+        caches: &[LayerCache<Place<D>>],
+        sampling: &DeviceSampling,
+    ) {
         let a = &self.arena;
         let e = self.plan.n_embd;
         let norm_shared = 4 * (e + 32);
         let buffers = AttnBuffers {
-            q: a.q.gpuAddress(),
-            k: a.k.gpuAddress(),
-            v: a.v.gpuAddress(),
-            partial: a.partial.gpuAddress(),
+            q: a.q.address(),
+            k: a.k.address(),
+            v: a.v.address(),
+            partial: a.partial.address(),
         };
         let first_norm = self
             .plan
@@ -482,10 +411,9 @@ impl MetalDecoder {
 
         // embedding row × scale, then the first layer's input norm
         let p = &self.pipelines.embed_norm;
-        enc.setComputePipelineState(p);
+        enc.set_pipeline(p);
         set_at(enc, 0, &self.plan.embed.0);
-        set_bytes(
-            enc,
+        enc.set_bytes(
             1,
             &EmbedArgs {
                 ty: self.plan.embed.1,
@@ -498,8 +426,8 @@ impl MetalDecoder {
         set_buf(enc, 3, &a.params);
         set_buf(enc, 4, &a.x);
         set_buf(enc, 5, &a.xq);
-        unsafe { enc.setThreadgroupMemoryLength_atIndex(norm_shared, 0) };
-        enc.dispatchThreadgroups_threadsPerThreadgroup(
+        enc.set_threadgroup_memory_length(norm_shared, 0);
+        enc.dispatch_threadgroups(
             size(1, 1),
             size(threads(p, e.next_multiple_of(32).clamp(32, 1024)), 1),
         );
@@ -523,18 +451,14 @@ impl MetalDecoder {
                 &buffers,
                 At::address,
             );
-            enc.setComputePipelineState(&l.attention);
-            set_bytes(enc, 0, &attn);
+            enc.set_pipeline(&l.attention);
+            enc.set_bytes(0, &attn);
             set_buf(enc, 1, &a.params);
-            enc.dispatchThreadgroups_threadsPerThreadgroup(
-                size(l.n_kv, l.splits),
-                size(threads(&l.attention, 256), 1),
-            );
+            enc.dispatch_threadgroups(size(l.n_kv, l.splits), size(threads(&l.attention, 256), 1));
             let p = &self.pipelines.attention_join;
-            enc.setComputePipelineState(p);
+            enc.set_pipeline(p);
             set_buf(enc, 0, &a.partial);
-            set_bytes(
-                enc,
+            enc.set_bytes(
                 1,
                 &JoinArgs {
                     splits: l.splits as i32,
@@ -544,7 +468,7 @@ impl MetalDecoder {
             );
             set_none(enc, 2);
             set_buf(enc, 3, &a.attn_q);
-            enc.dispatchThreadgroups_threadsPerThreadgroup(size(l.n_head, 1), size(l.head_dim, 1));
+            enc.dispatch_threadgroups(size(l.n_head, 1), size(l.head_dim, 1));
 
             // the output projection, then x += post-norm(o); the FFN's input norm
             self.matvec(enc, &[(&l.o, &a.o, e)], &a.attn_q, l.n_head * l.head_dim);
@@ -552,11 +476,10 @@ impl MetalDecoder {
 
             // gelu(gate) ⊙ up, quantized; down; x += post-norm(f) [× scale]; the next norm
             let p = &self.pipelines.gate_up;
-            enc.setComputePipelineState(p);
+            enc.set_pipeline(p);
             set_at(enc, 0, &l.gate.0);
             set_at(enc, 1, &l.up.0);
-            set_bytes(
-                enc,
+            enc.set_bytes(
                 2,
                 &GateUpArgs {
                     gate_type: l.gate.1,
@@ -568,10 +491,7 @@ impl MetalDecoder {
             set_buf(enc, 3, &a.xq);
             set_buf(enc, 4, &a.ffq);
             set_none(enc, 5);
-            enc.dispatchThreadgroups_threadsPerThreadgroup(
-                size(l.n_ff / 32, 1),
-                size(gate_up_threads(p), 1),
-            );
+            enc.dispatch_threadgroups(size(l.n_ff / 32, 1), size(gate_up_threads(p), 1));
             self.matvec(enc, &[(&l.down, &a.o, e)], &a.ffq, l.n_ff);
             let last = il + 1 == self.plan.layers.len();
             let next = if last {
@@ -592,12 +512,11 @@ impl MetalDecoder {
         let window = sampling.penalty_window as i32;
         if sampling.penalties() {
             let p = &self.pipelines.penalties;
-            enc.setComputePipelineState(p);
+            enc.set_pipeline(p);
             set_buf(enc, 0, &a.logits);
             set_buf(enc, 1, &a.recent);
             set_buf(enc, 2, &a.n_recent);
-            set_bytes(
-                enc,
+            enc.set_bytes(
                 3,
                 &PenaltyArgs {
                     window,
@@ -605,14 +524,13 @@ impl MetalDecoder {
                     presence: sampling.presence_penalty,
                 },
             );
-            enc.dispatchThreadgroups_threadsPerThreadgroup(size(1, 1), size(threads(p, 64), 1));
+            enc.dispatch_threadgroups(size(1, 1), size(threads(p, 64), 1));
         }
         let top_k = sampling.top_k.clamp(1, TOPK_MAX) as i32;
         let p = &self.pipelines.top_candidates;
-        enc.setComputePipelineState(p);
+        enc.set_pipeline(p);
         set_buf(enc, 0, &a.logits);
-        set_bytes(
-            enc,
+        enc.set_bytes(
             1,
             &TopArgs {
                 n: self.plan.n_vocab as i32,
@@ -623,13 +541,12 @@ impl MetalDecoder {
         set_buf(enc, 2, &a.cand_v);
         set_buf(enc, 3, &a.cand_i);
         // 8 SIMD-groups: top_candidates reduces across exactly 8 (`bv[8]`)
-        enc.dispatchThreadgroups_threadsPerThreadgroup(size(TOP_BLOCKS as usize, 1), size(256, 1));
+        enc.dispatch_threadgroups(size(TOP_BLOCKS as usize, 1), size(256, 1));
         let p = &self.pipelines.pick;
-        enc.setComputePipelineState(p);
+        enc.set_pipeline(p);
         set_buf(enc, 0, &a.cand_v);
         set_buf(enc, 1, &a.cand_i);
-        set_bytes(
-            enc,
+        enc.set_bytes(
             2,
             &SamplingArgs {
                 temperature: sampling.temperature,
@@ -648,11 +565,11 @@ impl MetalDecoder {
         set_buf(enc, 6, &a.n_recent);
         set_buf(enc, 7, &a.out_token);
         // two SIMD-groups: pick reduces across exactly two (`wv[2]`)
-        enc.dispatchThreadgroups_threadsPerThreadgroup(size(1, 1), size(64, 1));
+        enc.dispatch_threadgroups(size(1, 1), size(64, 1));
     }
 
     /// Up to three matrices times the q8_1 vector `y` (`k` values), a SIMD-group per row.
-    fn matvec(&self, enc: &Encoder, mats: &[(&(At, i32), &Buf, usize)], y: &Buf, k: usize) {
+    fn matvec(&self, enc: &mut D::Encoder, mats: &[Product<'_, D>], y: &D::Buffer, k: usize) {
         let mut args = Mats {
             n_mats: mats.len() as i32,
             k: k as i32,
@@ -661,7 +578,7 @@ impl MetalDecoder {
         for (slot, ((w, ty), out, rows)) in args.m.iter_mut().zip(mats) {
             *slot = Mat {
                 w: w.address(),
-                out: out.gpuAddress(),
+                out: out.address(),
                 ty: *ty,
                 rows: *rows as i32,
             };
@@ -670,27 +587,33 @@ impl MetalDecoder {
         let p = &self.pipelines.matvec3;
         // a row per SIMD-group, 4 to a threadgroup where the pipeline allows
         let t = threads(p, 128);
-        enc.setComputePipelineState(p);
-        set_bytes(enc, 0, &args);
+        enc.set_pipeline(p);
+        enc.set_bytes(0, &args);
         set_buf(enc, 1, y);
-        enc.dispatchThreadgroups_threadsPerThreadgroup(size(rows.div_ceil(t / 32), 1), size(t, 1));
+        enc.dispatch_threadgroups(size(rows.div_ceil(t / 32), 1), size(t, 1));
     }
 
     /// x += post-norm(o) × scale, then the next norm quantized into xq (and, for the last
     /// layer, the normed hidden state kept).
-    fn add_norm(&self, enc: &Encoder, post: Option<&At>, scale: f32, next: &At, hidden: bool) {
+    fn add_norm(
+        &self,
+        enc: &mut D::Encoder,
+        post: Option<&Place<D>>,
+        scale: f32,
+        next: &Place<D>,
+        hidden: bool,
+    ) {
         let a = &self.arena;
         let e = self.plan.n_embd;
         let p = &self.pipelines.add_norm;
-        enc.setComputePipelineState(p);
+        enc.set_pipeline(p);
         set_buf(enc, 0, &a.x);
         set_buf(enc, 1, &a.o);
         match post {
             Some(at) => set_at(enc, 2, at),
             None => set_none(enc, 2),
         }
-        set_bytes(
-            enc,
+        enc.set_bytes(
             3,
             &AddNormArgs {
                 eps: self.plan.eps,
@@ -703,8 +626,8 @@ impl MetalDecoder {
         set_at(enc, 4, next);
         set_buf(enc, 5, &a.xq);
         set_buf(enc, 6, &a.hidden);
-        unsafe { enc.setThreadgroupMemoryLength_atIndex(4 * (e + 32), 0) };
-        enc.dispatchThreadgroups_threadsPerThreadgroup(
+        enc.set_threadgroup_memory_length(4 * (e + 32), 0);
+        enc.dispatch_threadgroups(
             size(1, 1),
             size(threads(p, e.next_multiple_of(32).clamp(32, 1024)), 1),
         );

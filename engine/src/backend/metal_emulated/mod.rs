@@ -27,6 +27,10 @@ mod tests;
 /// Metal's buffer argument slots.
 pub(crate) const SLOTS: usize = 31;
 
+/// `maxThreadgroupMemoryLength` of the emulated device (Apple GPUs': 32 KiB; the runtime
+/// refuses a dispatch past it).
+pub(crate) const MAX_THREADGROUP_MEMORY: usize = 32 * 1024;
+
 #[repr(C)]
 #[derive(Clone, Copy)]
 struct Binding {
@@ -103,6 +107,11 @@ impl Buffer {
     /// Its `gpuAddress`: on this device, where it is in host memory.
     pub fn address(&self) -> u64 {
         self.0.ptr as u64
+    }
+
+    /// `contents`: where its bytes are (for slices, see [`Buffer::bytes`]).
+    pub fn contents_ptr(&self) -> *mut u8 {
+        self.0.ptr
     }
 
     pub fn same(&self, other: &Buffer) -> bool {
@@ -248,6 +257,28 @@ impl Encoder {
         self.bindings[index] = Binding {
             address: copy.as_ptr().cast(),
             length: bytes.len(),
+            bound: 1,
+        };
+        self.bytes[index] = Some(copy);
+        self.held[index] = None;
+    }
+
+    /// `setBytes:length:atIndex:` of one value (an argument struct, padding included: the
+    /// copy is of its bytes as they are, as Metal's).
+    pub fn set_value<T: Copy>(&mut self, index: usize, value: &T) {
+        let length = std::mem::size_of::<T>();
+        let mut copy = vec![0u128; length.max(1).div_ceil(16)].into_boxed_slice();
+        // SAFETY: `copy` holds at least `length` bytes; an untyped copy of `*value`
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                (value as *const T).cast::<u8>(),
+                copy.as_mut_ptr().cast::<u8>(),
+                length,
+            )
+        };
+        self.bindings[index] = Binding {
+            address: copy.as_ptr().cast(),
+            length,
             bound: 1,
         };
         self.bytes[index] = Some(copy);
