@@ -213,3 +213,109 @@ fn tokenizations_equal_llamacpps() {
         }
     }
 }
+
+/// Metal's fused decode (`backend::metal_decode`: the engine's own encoding, through the
+/// encoder interface, of `engine/metal/decode.metal`) on the emulated Metal device, teacher-
+/// forced over every generation of every fixture the kernels cover: against llama.cpp within
+/// the host path's limits, and against the host path's own decode steps (`scripts/check-metal`
+/// runs it; ~3 min on 2 cores). `COMPANION_METAL_EMU_CASES=ends` runs only the first and the
+/// last generation of each file (the shortest prompt, and the longest, whose keys span several
+/// attention splits), in about half the time, holding them only to twice the limit on the
+/// mean |Δ logprob| from the host path (the limits against llama.cpp are set for all
+/// generations).
+#[cfg(feature = "metal-emulated")]
+#[test]
+fn emulated_metal_decode_agrees_with_llamacpp_and_the_host_path() {
+    use engine::DeviceChoice;
+    let all = !std::env::var("COMPANION_METAL_EMU_CASES").is_ok_and(|v| v == "ends");
+    let (mut report, mut failures, mut skipped) = (Vec::new(), Vec::new(), Vec::new());
+    let started = std::time::Instant::now();
+    for (stem, path, mut reference) in fixtures() {
+        if !all && reference.generate.len() > 2 {
+            let last = reference.generate.pop().expect("a generation");
+            reference.generate.truncate(1);
+            reference.generate.push(last);
+        }
+        let emulated = Engine::load(EngineConfig {
+            model_path: path.clone(),
+            context: 512,
+            prefill_chunk: 512,
+            warm_up: false,
+            device: DeviceChoice::MetalEmulated,
+            ..EngineConfig::default()
+        })
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        if emulated.model().fused_kernels_per_token().is_none() {
+            assert!(
+                emulated.device_notice().is_some(),
+                "{stem}: not covered, and no notice"
+            );
+            skipped.push(stem);
+            continue;
+        }
+        let host = load(&path, BackendChoice::Host);
+        let t0 = std::time::Instant::now();
+        // against llama.cpp (as `agreement`) and against the host path's decode steps
+        let (mut agree, mut decided, mut sum_ref) = (0, 0, 0f64);
+        let (mut same_top, mut steps, mut sum_host, mut worst) = (0, 0, 0f64, 0f64);
+        for case in &reference.generate {
+            let mut ids = case.prompt_ids.clone();
+            ids.extend(&case.ids);
+            let n0 = case.prompt_ids.len();
+            let ours = emulated.score_decoding(&ids, n0).expect("emulated decode");
+            let theirs = host.score_decoding(&ids, n0).expect("host decode");
+            for ((o, h), step) in ours.iter().zip(&theirs).zip(&case.steps) {
+                assert_eq!(o.pos, h.pos);
+                assert_eq!(ids[o.pos], step.id);
+                sum_ref += (o.logprob - step.logprob).abs() as f64;
+                if step.top[0].1 - step.top[1].1 >= 0.1 {
+                    decided += 1;
+                    agree += usize::from(o.top[0].0 == step.id);
+                }
+                let d = (o.logprob - h.logprob).abs() as f64;
+                sum_host += d;
+                worst = worst.max(d);
+                steps += 1;
+                same_top += usize::from(o.top[0].0 == h.top[0].0);
+            }
+        }
+        let seconds = t0.elapsed().as_secs_f64();
+        let rate = agree as f64 / decided as f64;
+        let mean = sum_ref / steps as f64;
+        let (min_rate, max_mean) = limits(&stem);
+        let line = format!(
+            "{stem:<24} vs llama.cpp: top-1 {agree}/{decided} ({:.1}%), mean |Δ logprob| \
+             {mean:.4}; vs host decode: same top-1 {same_top}/{steps}, mean |Δ logprob| \
+             {:.4} (max {worst:.4}); {seconds:.1} s",
+            rate * 100.0,
+            sum_host / steps as f64,
+        );
+        let host_mean = sum_host / steps as f64;
+        if all && (rate < min_rate || mean > max_mean) {
+            failures.push(format!(
+                "{line}  (needs ≥ {:.0}%, ≤ {max_mean})",
+                min_rate * 100.0
+            ));
+        } else if !all && host_mean > 2.0 * max_mean {
+            failures.push(format!(
+                "{line}  (needs ≤ {} from the host path)",
+                2.0 * max_mean
+            ));
+        }
+        report.push(line);
+    }
+    eprintln!(
+        "emulated Metal decode ({} generations per file), {:.0} s:\n{}\nnot covered by the \
+         Metal decode kernels (their decode runs the generic path): {}",
+        if all { "all" } else { "the first and the last" },
+        started.elapsed().as_secs_f64(),
+        report.join("\n"),
+        skipped.join(", ")
+    );
+    assert!(
+        failures.is_empty(),
+        "below the limits:\n{}",
+        failures.join("\n")
+    );
+    assert!(!report.is_empty(), "no fixture ran on the emulated device");
+}
