@@ -491,3 +491,55 @@ fn a_database_from_before_sync_sends_what_it_had() {
     );
     assert_eq!(phone.store.search("公园", 5).unwrap().len(), 2);
 }
+
+#[test]
+fn a_device_gone_for_months_holds_nothing_back_and_catches_up_from_the_snapshot() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mac, phone) = two(dir.path());
+    let old = Device::new(dir.path(), "old-ipad");
+    let opts = SyncOptions {
+        compact_after: 2,
+        ..SyncOptions::default()
+    };
+    let c = mac
+        .store
+        .create_conversation("c", None, &serde_json::Value::Null)
+        .unwrap();
+    let mut rng = Rng(10);
+    // the iPad syncs once, then is put in a drawer
+    mac.append(&c.id, Role::User, "before the drawer");
+    settle(&[&mac, &phone, &old], &mut rng);
+    let old_id = old.store.sync_device().unwrap();
+    // its progress, as the others see it, is three months old
+    for view in [&mac.folder, &phone.folder] {
+        let path = view
+            .join("companion-sync")
+            .join(&old_id)
+            .join("progress.json");
+        let mut progress: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        progress["written_at"] = serde_json::json!(memory::types::now_ms() - 90 * 86_400_000);
+        std::fs::write(&path, serde_json::to_vec(&progress).unwrap()).unwrap();
+    }
+    for i in 0..6 {
+        mac.append(&c.id, Role::User, &format!("while it was away {i}"));
+        mac.store.sync_round_with(&mac.folder, &opts).unwrap();
+        carry(&[&mac, &phone], &mut rng, false);
+        phone.store.sync_round_with(&phone.folder, &opts).unwrap();
+        carry(&[&mac, &phone], &mut rng, false);
+    }
+    let mac_id = mac.store.sync_device().unwrap();
+    let own: Vec<String> = std::fs::read_dir(mac.folder.join("companion-sync").join(&mac_id))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
+        .collect();
+    assert!(
+        own.iter().any(|n| n.starts_with("snapshot-")),
+        "the absent device held compaction back: {own:?}"
+    );
+    // back from the drawer: its view of the folder is what the cloud has now
+    std::fs::remove_dir_all(old.folder.join("companion-sync").join(&mac_id)).unwrap();
+    settle(&[&mac, &phone, &old], &mut rng);
+    assert_eq!(texts(&old, &c.id).len(), 7);
+    assert_eq!(mac.visible(), old.visible());
+}
