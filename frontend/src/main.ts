@@ -17,6 +17,7 @@ import { createSearch } from "./search";
 import { createSettingsPanel } from "./settings";
 import { installShortcuts } from "./shortcuts";
 import { createSidebar } from "./sidebar";
+import type { ConversationItem } from "./types";
 import { createStatusLine } from "./status-line";
 import { createToolsPanel } from "./tools-panel";
 import { watchReminders } from "./reminders";
@@ -67,7 +68,8 @@ function boot(): void {
   const statusLine = createStatusLine((status, askedAt) => {
     if (status.syncChanges !== syncChanges) {
       syncChanges = status.syncChanges;
-      void sidebar.refresh();
+      const before = listed;
+      void sidebar.refresh().then((after) => followSync(before, after));
     }
     // A reload started elsewhere (or the engine failed): follow it, unless the answer is older
     // than our own arrival at "ready".
@@ -79,6 +81,24 @@ function boot(): void {
       chat.setModelNotice(modelNotice);
     }
   });
+
+  // The list as it was before sync last changed it, to see what sync changed.
+  let listed: ConversationItem[] = [];
+  // Another device changed the open conversation: show it as it is now (deleted: nothing is
+  // open), unless a reply is streaming here or the user is typing.
+  function followSync(before: ConversationItem[], after: ConversationItem[]): void {
+    const id = chat.currentId();
+    if (!id) return;
+    const now = after.find((i) => i.id === id);
+    if (!now) {
+      chat.clear();
+      return;
+    }
+    const was = before.find((i) => i.id === id);
+    const changed = was && (was.updatedAt !== now.updatedAt || was.messageCount !== now.messageCount);
+    const composer = document.querySelector<HTMLTextAreaElement>("#composer");
+    if (changed && !chat.isStreaming() && !composer?.value.trim()) void chat.open(id, true);
+  }
 
   const chat = createChat({
     onConversation(item) {
@@ -130,6 +150,7 @@ function boot(): void {
       if (wasOpen) chat.clear();
     },
     onRefreshed(items) {
+      listed = items;
       const active = items.find((item) => item.id === chat.currentId());
       if (active) title.textContent = active.title.trim() || "Companion";
     },

@@ -61,6 +61,12 @@ describe("the app", () => {
   /** The mocked remove_model was called: list_models leaves v2 out from then on. */
   let removed = false;
   let finishReply: ((value: MessageView) => void) | null = null;
+  /** What sync brought: the status poll's counter and the list it changed. */
+  let syncChanges = 0;
+  let listed = [
+    { id: "old", title: "Old", pinned: true, createdAt: 0, updatedAt: 1, messageCount: 2, preview: null, tools: false },
+    { id: "recent", title: "Recent", pinned: false, createdAt: 0, updatedAt: 9, messageCount: 2, preview: null, tools: false },
+  ];
   const ready: AppState = { phase: "ready", stage: null, error: null, notices: ["The database was damaged and set aside."] };
 
   beforeAll(async () => {
@@ -78,12 +84,9 @@ describe("the app", () => {
         thermalMessage: "The device is warm; replies are paced at 70%.",
         busy: false,
         modelNotice: BASE_NOTICE,
-        syncChanges: 0,
+        syncChanges,
       }),
-      list_conversations: () => [
-        { id: "old", title: "Old", pinned: true, createdAt: 0, updatedAt: 1, messageCount: 2, preview: null, tools: false },
-        { id: "recent", title: "Recent", pinned: false, createdAt: 0, updatedAt: 9, messageCount: 2, preview: null, tools: false },
-      ],
+      list_conversations: () => listed,
       open_conversation: ({ id }) => ({
         conversation: { id, title: id === "doc" ? "report.txt" : "Recent", pinned: false, createdAt: 0, updatedAt: 9, messageCount: 2, preview: null, tools: false },
         messages: [msg(1, "user", "hi"), msg(2, "assistant", "Hello **there**")],
@@ -378,4 +381,25 @@ describe("the app", () => {
     finishReply!(reply);
     await settle();
   });
+
+  it("shows again an open conversation another device changed, and closes one it deleted", async () => {
+    $('.conversation-item[data-id="recent"] .conversation-title').click();
+    await settle();
+    const opened = () => backend.callsOf("open_conversation").filter((a) => (a as { id: string }).id === "recent").length;
+    const before = opened();
+    // the other device appended to it: the next status poll says sync changed something
+    listed = listed.map((c) => (c.id === "recent" ? { ...c, updatedAt: 10, messageCount: 3 } : c));
+    syncChanges = 1;
+    await settle(2200);
+    expect(opened()).toBe(before + 1);
+    // a sync that did not touch it does not reopen it
+    syncChanges = 2;
+    await settle(2200);
+    expect(opened()).toBe(before + 1);
+    // deleted there: nothing is open here any more
+    listed = listed.filter((c) => c.id !== "recent");
+    syncChanges = 3;
+    await settle(2200);
+    expect(document.querySelector(".conversation-item.active")).toBeNull();
+  }, 10_000);
 });
