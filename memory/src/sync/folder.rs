@@ -198,6 +198,8 @@ pub trait FolderIo: Send + Sync {
     /// Names of the entries of `dir` (empty when it does not exist).
     fn list(&self, dir: &Path) -> std::io::Result<Vec<String>>;
     fn read(&self, path: &Path) -> std::io::Result<Vec<u8>>;
+    /// The size of the file at `path`, in bytes.
+    fn size(&self, path: &Path) -> std::io::Result<u64>;
     /// Write `bytes` to `path` whole or not at all (a temporary file renamed over it).
     fn write_atomic(&self, path: &Path, bytes: &[u8]) -> std::io::Result<()>;
     fn remove(&self, path: &Path) -> std::io::Result<()>;
@@ -220,6 +222,10 @@ impl FolderIo for OsFolder {
 
     fn read(&self, path: &Path) -> std::io::Result<Vec<u8>> {
         std::fs::read(path)
+    }
+
+    fn size(&self, path: &Path) -> std::io::Result<u64> {
+        Ok(std::fs::metadata(path)?.len())
     }
 
     fn write_atomic(&self, path: &Path, bytes: &[u8]) -> std::io::Result<()> {

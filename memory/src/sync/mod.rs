@@ -62,6 +62,9 @@ pub struct SyncOptions {
     /// A device not seen for this long no longer holds back compaction; when it comes back it
     /// starts from the snapshots.
     pub peer_expiry_ms: i64,
+    /// A file larger than this is not read (a hostile or broken one would fill the memory);
+    /// it is skipped with a notice.
+    pub max_file_bytes: u64,
 }
 
 impl Default for SyncOptions {
@@ -72,6 +75,7 @@ impl Default for SyncOptions {
             records_per_segment: 2000,
             compact_after: 32,
             peer_expiry_ms: 60 * 24 * 3600 * 1000,
+            max_file_bytes: 1 << 30,
         }
     }
 }
@@ -82,7 +86,7 @@ pub struct Notice {
     /// The file, relative to the sync folder.
     pub file: String,
     /// `damaged` (read again next round), `newer_format` (applied after an update), `invalid`
-    /// (its records are not Companion's) or `io`.
+    /// (its records are not Companion's), `too_large` or `io`.
     pub code: &'static str,
     pub message: String,
 }
@@ -341,6 +345,24 @@ impl Store {
                     continue;
                 }
                 let path = dir.join(&name);
+                match opts.io.size(&path) {
+                    Ok(size) if size > opts.max_file_bytes => {
+                        report.notices.push(Notice {
+                            file: relative(&path, root),
+                            code: "too_large",
+                            message: format!(
+                                "not read: {size} bytes, more than a sync file of Companion's can be ({} bytes)",
+                                opts.max_file_bytes
+                            ),
+                        });
+                        continue;
+                    }
+                    Ok(_) => {}
+                    Err(e) => {
+                        report.notices.push(io_notice(&path, root, "read", e));
+                        continue;
+                    }
+                }
                 let bytes = match opts.io.read(&path) {
                     Ok(b) => b,
                     Err(e) => {

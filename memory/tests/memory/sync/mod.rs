@@ -37,6 +37,13 @@ impl Device {
             .unwrap();
     }
 
+    /// A new conversation with no model or settings.
+    pub fn conversation(&self, title: &str) -> memory::Conversation {
+        self.store
+            .create_conversation(title, None, &serde_json::Value::Null)
+            .unwrap()
+    }
+
     pub fn append(&self, conversation: &memory::ConversationId, role: Role, text: &str) {
         self.store
             .append_message(conversation, &NewMessage::complete(role, text, None))

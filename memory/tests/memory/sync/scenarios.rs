@@ -110,10 +110,7 @@ fn everything_that_syncs_arrives_and_nothing_else() {
 fn concurrent_edits_resolve_by_the_later_stamp_the_same_everywhere() {
     let dir = tempfile::tempdir().unwrap();
     let (mac, phone) = two(dir.path());
-    let c = mac
-        .store
-        .create_conversation("one", None, &serde_json::Value::Null)
-        .unwrap();
+    let c = mac.conversation("one");
     settle(&[&mac, &phone], &mut Rng(2));
     // both rename and both append while apart; the phone's clock runs an hour ahead
     phone.skew_clock(3_600_000);
@@ -140,10 +137,7 @@ fn concurrent_edits_resolve_by_the_later_stamp_the_same_everywhere() {
 fn a_deleted_conversation_takes_its_messages_and_keeps_out_older_edits() {
     let dir = tempfile::tempdir().unwrap();
     let (mac, phone) = two(dir.path());
-    let c = mac
-        .store
-        .create_conversation("doomed", None, &serde_json::Value::Null)
-        .unwrap();
+    let c = mac.conversation("doomed");
     mac.append(&c.id, Role::User, "first");
     settle(&[&mac, &phone], &mut Rng(3));
     // the phone appends a reply (an edit of the conversation) before it hears of the deletion;
@@ -173,10 +167,7 @@ fn a_deleted_conversation_takes_its_messages_and_keeps_out_older_edits() {
 
     // a deletion loses to a later change: the phone's rename after hearing of it brings the
     // conversation back, without the messages the deletion took
-    let d = mac
-        .store
-        .create_conversation("kept", None, &serde_json::Value::Null)
-        .unwrap();
+    let d = mac.conversation("kept");
     mac.append(&d.id, Role::User, "old message");
     settle(&[&mac, &phone], &mut Rng(3));
     mac.store.delete_conversation(&d.id).unwrap();
@@ -198,10 +189,7 @@ fn a_deleted_conversation_takes_its_messages_and_keeps_out_older_edits() {
 fn a_regenerated_reply_replaces_the_old_one_everywhere() {
     let dir = tempfile::tempdir().unwrap();
     let (mac, phone) = two(dir.path());
-    let c = mac
-        .store
-        .create_conversation("regen", None, &serde_json::Value::Null)
-        .unwrap();
+    let c = mac.conversation("regen");
     mac.append(&c.id, Role::User, "question");
     mac.reply(&c.id, "first answer", false);
     settle(&[&mac, &phone], &mut Rng(4));
@@ -260,10 +248,7 @@ fn a_file_from_a_newer_companion_waits_for_an_update() {
 fn a_damaged_or_hostile_file_is_skipped_and_nothing_is_half_applied() {
     let dir = tempfile::tempdir().unwrap();
     let (mac, phone) = two(dir.path());
-    let c = mac
-        .store
-        .create_conversation("c", None, &serde_json::Value::Null)
-        .unwrap();
+    let c = mac.conversation("c");
     mac.append(&c.id, Role::User, "hello");
     mac.round();
     carry(&[&mac, &phone], &mut Rng(6), false);
@@ -317,6 +302,17 @@ fn a_damaged_or_hostile_file_is_skipped_and_nothing_is_half_applied() {
         0,
         "the file's first record was applied"
     );
+    // larger than a sync file can be: not even read
+    let small = SyncOptions {
+        max_file_bytes: 64,
+        ..SyncOptions::default()
+    };
+    let report = phone.store.sync_round_with(&phone.folder, &small).unwrap();
+    assert!(
+        report.notices.iter().any(|n| n.code == "too_large"),
+        "{:?}",
+        report.notices
+    );
     // the whole file arrives later: applied
     std::fs::write(&seg, &good).unwrap();
     std::fs::remove_file(dest.join("seg-00000007.jsonl")).unwrap();
@@ -349,6 +345,10 @@ impl FolderIo for KilledAt {
         self.step()?;
         OsFolder.read(path)
     }
+    fn size(&self, path: &Path) -> std::io::Result<u64> {
+        self.step()?;
+        OsFolder.size(path)
+    }
     fn write_atomic(&self, path: &Path, bytes: &[u8]) -> std::io::Result<()> {
         self.step()?;
         OsFolder.write_atomic(path, bytes)
@@ -365,10 +365,7 @@ fn a_kill_at_any_point_of_a_round_loses_nothing() {
     loop {
         let dir = tempfile::tempdir().unwrap();
         let (mac, phone) = two(dir.path());
-        let c = mac
-            .store
-            .create_conversation("c", None, &serde_json::Value::Null)
-            .unwrap();
+        let c = mac.conversation("c");
         mac.append(&c.id, Role::User, "one");
         phone.store.add_note("phone note", "text", None).unwrap();
         mac.round();
@@ -413,10 +410,7 @@ fn old_segments_fold_into_a_snapshot_that_a_late_device_starts_from() {
         compact_after: 3,
         ..SyncOptions::default()
     };
-    let c = mac
-        .store
-        .create_conversation("long", None, &serde_json::Value::Null)
-        .unwrap();
+    let c = mac.conversation("long");
     let mut rng = Rng(8);
     for i in 0..8 {
         mac.append(&c.id, Role::User, &format!("message {i}"));
@@ -501,10 +495,7 @@ fn a_device_gone_for_months_holds_nothing_back_and_catches_up_from_the_snapshot(
         compact_after: 2,
         ..SyncOptions::default()
     };
-    let c = mac
-        .store
-        .create_conversation("c", None, &serde_json::Value::Null)
-        .unwrap();
+    let c = mac.conversation("c");
     let mut rng = Rng(10);
     // the iPad syncs once, then is put in a drawer
     mac.append(&c.id, Role::User, "before the drawer");
