@@ -62,7 +62,7 @@ impl Command {
             Command::Tools(a) => a.db(),
             Command::Agent(a) => a.store.db.clone(),
             Command::Serve(a) => a.store.db.clone(),
-            Command::Sync(a) => a.store.db.clone(),
+            Command::Sync(a) => a.db(),
             _ => None,
         };
         given.unwrap_or_else(memory::default_database_path)

@@ -30,13 +30,29 @@ enum Command {
     Status {
         #[arg(long)]
         json: bool,
+        /// The conversation database (also accepted before `status`)
+        #[arg(long, value_name = "PATH")]
+        db: Option<PathBuf>,
     },
 }
 
-pub fn run(args: Args) -> Result<()> {
+impl Args {
+    /// The database given before or after `status`.
+    pub(crate) fn db(&self) -> Option<PathBuf> {
+        match &self.command {
+            Some(Command::Status { db: Some(db), .. }) => Some(db.clone()),
+            _ => self.store.db.clone(),
+        }
+    }
+}
+
+pub fn run(mut args: Args) -> Result<()> {
+    if let Some(Command::Status { db: Some(db), .. }) = &args.command {
+        args.store.db = Some(db.clone());
+    }
     let store = args.store.open()?;
     let mut out = std::io::stdout().lock();
-    if let Some(Command::Status { json }) = args.command {
+    if let Some(Command::Status { json, .. }) = args.command {
         let status = store.sync_status()?;
         if json || args.json {
             writeln!(out, "{}", serde_json::to_string_pretty(&status)?)?;
@@ -81,6 +97,8 @@ pub fn run(args: Args) -> Result<()> {
             "no sync folder yet: give one with --folder DIR (a folder that iCloud Drive, Syncthing, Dropbox or a network share keeps the same on your devices)"
         ),
     };
+    // remembered for the next round, which may run from another directory
+    let folder = std::fs::canonicalize(&folder).unwrap_or(folder);
     let report = store.sync_round(&folder)?;
     if args.json {
         writeln!(out, "{}", serde_json::to_string_pretty(&report)?)?;

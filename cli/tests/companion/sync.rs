@@ -102,7 +102,13 @@ fn two_databases_sync_through_a_folder() {
     assert_eq!(status["unsent"], 0);
     assert_eq!(status["peers"].as_array().unwrap().len(), 1);
     assert_eq!(status["folder"], f);
-    let text = ok(&companion(&mac, &["sync", "status"]));
+    // as a user types it: the database after `status`
+    let o = Command::new(env!("CARGO_BIN_EXE_companion"))
+        .args(["sync", "status", "--db"])
+        .arg(&mac)
+        .output()
+        .unwrap();
+    let text = ok(&o);
     assert!(text.contains("other device"), "{text}");
 
     // deleted on one, gone on the other
