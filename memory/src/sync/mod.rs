@@ -48,6 +48,10 @@ use apply::{Effects, Outcome};
 use folder::{FileKind, FolderIo, OsFolder, Progress, Unreadable};
 use record::Record;
 
+/// An unchanged progress file is written again after this long, so that the other devices
+/// know this one is still there (see [`SyncOptions::peer_expiry_ms`]).
+const PROGRESS_REFRESH_MS: i64 = 24 * 3600 * 1000;
+
 /// How a round behaves; the defaults are the app's.
 #[derive(Clone)]
 pub struct SyncOptions {
@@ -511,13 +515,22 @@ impl Store {
             let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get::<_, i64>(1)? as u64)))?;
             rows.collect::<rusqlite::Result<_>>()?
         };
+        let path = mine.join("progress.json");
+        // unchanged, and said within the day: not written again, so that a round here does not
+        // look like news to the other devices (each would then run a round that writes its own)
+        if let Ok(bytes) = opts.io.read(&path)
+            && let Ok(old) = serde_json::from_slice::<Progress>(&bytes)
+            && old.through == through
+            && old.written_at > now_ms() - PROGRESS_REFRESH_MS
+        {
+            return Ok(());
+        }
         let progress = Progress {
             companion_sync: folder::FORMAT,
             device: device.to_string(),
             through,
             written_at: now_ms(),
         };
-        let path = mine.join("progress.json");
         let bytes = serde_json::to_vec_pretty(&progress).unwrap_or_default();
         opts.io
             .write_atomic(&path, &bytes)

@@ -82,9 +82,26 @@ fn everything_that_syncs_arrives_and_nothing_else() {
     assert_eq!(phone.store.search("Kyoto", 5).unwrap().len(), 1);
     assert_eq!(phone.store.search_notes("umbrella", 5).unwrap().len(), 1);
 
-    // a second round with nothing new writes nothing and applies nothing
+    // a second round with nothing new writes nothing and applies nothing, and leaves the
+    // folder as it was (or the other device's watch would take it for news, and so on)
+    let own = mac
+        .folder
+        .join("companion-sync")
+        .join(mac.store.sync_device().unwrap());
+    let listing = || {
+        std::fs::read_dir(&own)
+            .unwrap()
+            .map(|e| {
+                let e = e.unwrap();
+                (e.file_name(), e.metadata().unwrap().modified().unwrap())
+            })
+            .collect::<std::collections::BTreeMap<_, _>>()
+    };
+    let before = listing();
     assert!(mac.round().wrote.is_empty());
     assert!(phone.round().applied_files.is_empty());
+    let after = listing();
+    assert_eq!(before, after);
     // the phone continues the conversation; the Mac sees it in order
     phone.append(&c.id, Role::User, "What about Osaka?");
     phone.round();
