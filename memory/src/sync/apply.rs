@@ -187,6 +187,28 @@ fn conversation_exists(tx: &Transaction<'_>, uid: &str) -> Result<bool> {
         .is_some())
 }
 
+/// Whether a message or summary created at `created` can go into `conversation` now: `None`
+/// when it can, else what becomes of it. A deletion of the conversation stamped after the
+/// record's creation took the record with it (`Ignored`: it must not bring the conversation's
+/// contents back); a conversation that has not arrived yet makes it wait in `sync_pending`
+/// (`Waiting`). Messages and summaries share this so the two cannot drift apart.
+fn parent_conversation(
+    tx: &Transaction<'_>,
+    conversation: &str,
+    created: &Stamp,
+) -> Result<Option<Outcome>> {
+    let conversation_tombstone = stamps(tx, Kind::Conversation, conversation)?
+        .get("~")
+        .cloned();
+    if conversation_tombstone.as_ref().is_some_and(|t| created < t) {
+        return Ok(Some(Outcome::Ignored));
+    }
+    if !conversation_exists(tx, conversation)? {
+        return Ok(Some(Outcome::Waiting(conversation.to_string())));
+    }
+    Ok(None)
+}
+
 pub(crate) fn apply(tx: &Transaction<'_>, record: &Record, fx: &mut Effects) -> Result<Outcome> {
     let kind = record.kind();
     let uid = record.uid();
@@ -284,14 +306,8 @@ pub(crate) fn apply(tx: &Transaction<'_>, record: &Record, fx: &mut Effects) -> 
             if tombstone.is_some() {
                 return Ok(Outcome::Ignored);
             }
-            let conversation_tombstone = stamps(tx, Kind::Conversation, conversation)?
-                .get("~")
-                .cloned();
-            if conversation_tombstone.as_ref().is_some_and(|t| created < t) {
-                return Ok(Outcome::Ignored);
-            }
-            if !conversation_exists(tx, conversation)? {
-                return Ok(Outcome::Waiting(conversation.clone()));
+            if let Some(outcome) = parent_conversation(tx, conversation, created)? {
+                return Ok(outcome);
             }
             let row: Option<(i64, String)> = tx
                 .query_row(
@@ -359,14 +375,8 @@ pub(crate) fn apply(tx: &Transaction<'_>, record: &Record, fx: &mut Effects) -> 
             if tombstone.is_some() || known.contains_key("created") {
                 return Ok(Outcome::Ignored);
             }
-            let conversation_tombstone = stamps(tx, Kind::Conversation, conversation)?
-                .get("~")
-                .cloned();
-            if conversation_tombstone.as_ref().is_some_and(|t| created < t) {
-                return Ok(Outcome::Ignored);
-            }
-            if !conversation_exists(tx, conversation)? {
-                return Ok(Outcome::Waiting(conversation.clone()));
+            if let Some(outcome) = parent_conversation(tx, conversation, created)? {
+                return Ok(outcome);
             }
             let mut seqs = Vec::new();
             for m in [first, last] {
