@@ -3,30 +3,7 @@
 
 use std::process::{Command, Output};
 
-fn companion(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_companion"))
-        .args(args)
-        .output()
-        .expect("the binary runs")
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
-/// A user-facing failure: non-zero exit, one line starting with `error [code]:`, no panic text.
-fn assert_clean_failure(o: &Output, needle: &str) {
-    let err = stderr(o);
-    assert!(!o.status.success(), "expected failure, got success: {err}");
-    assert!(
-        !err.contains("panicked") && !err.contains("RUST_BACKTRACE"),
-        "{err}"
-    );
-    let lines: Vec<&str> = err.lines().filter(|l| !l.trim().is_empty()).collect();
-    assert_eq!(lines.len(), 1, "expected one line, got: {err}");
-    assert!(lines[0].starts_with("error ["), "{err}");
-    assert!(err.contains(needle), "expected {needle:?} in: {err}");
-}
+use crate::support::{assert_clean_failure, companion, stderr};
 
 #[test]
 fn tokenize_prints_ids_json() {

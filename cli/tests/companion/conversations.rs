@@ -3,26 +3,12 @@
 //! notice), and `list` and `search` show any id, however odd, without panicking.
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
+
+use crate::support::{companion_db, ok};
 
 fn companion(db: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_companion"))
-        .arg("conversations")
-        .arg("--db")
-        .arg(db)
-        .args(args)
-        .output()
-        .expect("the binary runs")
-}
-
-fn ok(o: &Output) -> String {
-    assert!(
-        o.status.success(),
-        "exit {:?}: {}",
-        o.status.code(),
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8_lossy(&o.stdout).into_owned()
+    companion_db(db, "conversations", args)
 }
 
 /// An export as Companion writes it, with conversation id `id`.

@@ -5,7 +5,9 @@
 
 use std::io::Write;
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
+
+use crate::support::stderr;
 
 fn companion(dir: &Path) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_companion"));
@@ -13,10 +15,6 @@ fn companion(dir: &Path) -> Command {
     c.env_remove("COMPANION_LOG").env_remove("RUST_LOG");
     c.env("COMPANION_DB", dir.join("companion.db"));
     c
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
 fn log_of(dir: &Path) -> String {

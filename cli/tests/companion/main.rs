@@ -9,5 +9,6 @@ mod log;
 mod memory;
 mod models;
 mod summarize;
+mod support;
 mod sync;
 mod tools;

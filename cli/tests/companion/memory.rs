@@ -7,16 +7,13 @@
 
 use std::process::Command;
 
+use crate::support;
+
 /// English prose of 47 tokens per repetition.
 const TEXT: &str = "The lighthouse keeper kept a careful log of every ship that passed the point, the weather at dawn and dusk, and the state of the great lamp. In winter the storms came in from the west and the sea rose over the rocks. ";
 
 fn json(args: &[&str]) -> serde_json::Value {
-    let o = Command::new(env!("CARGO_BIN_EXE_companion"))
-        .args(args)
-        .output()
-        .expect("the binary runs");
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    serde_json::from_slice(&o.stdout).expect("one JSON object")
+    support::json(&support::companion(args))
 }
 
 #[cfg(target_os = "linux")]

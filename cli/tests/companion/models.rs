@@ -10,6 +10,8 @@ use std::process::{Command, Output};
 
 use sha2::{Digest, Sha256};
 
+use crate::support::ok;
+
 const NAME: &str = "synthetic gemma3-gqa";
 
 fn fixture(name: &str) -> PathBuf {
@@ -72,16 +74,6 @@ impl Library {
             .find(|m| m["inUse"] == true)
             .map(|m| format!("{} v{}", m["name"].as_str().unwrap(), m["version"]))
     }
-}
-
-fn ok(o: &Output) -> String {
-    assert!(
-        o.status.success(),
-        "exit {:?}: {}",
-        o.status.code(),
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
 /// The one `error [code]: message` line of a failed command.

@@ -6,24 +6,13 @@
 //! The long document takes a few minutes on two cores: 17 chunks of ~1,900 tokens to prefill.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+
+use crate::support::{companion, json};
 
 fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../tests/fixtures/documents")
         .join(name)
-}
-
-fn companion(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_companion"))
-        .args(args)
-        .output()
-        .expect("the binary runs")
-}
-
-fn json(o: &Output) -> serde_json::Value {
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    serde_json::from_slice(&o.stdout).expect("one JSON object")
 }
 
 #[cfg(target_os = "linux")]

@@ -4,25 +4,12 @@
 use std::path::Path;
 use std::process::{Command, Output};
 
+use crate::support::{companion_db, ok};
+
+/// `args[0]` is the command.
 fn companion(db: &Path, args: &[&str]) -> Output {
     let (command, rest) = args.split_first().unwrap();
-    Command::new(env!("CARGO_BIN_EXE_companion"))
-        .arg(command)
-        .arg("--db")
-        .arg(db)
-        .args(rest)
-        .output()
-        .expect("the binary runs")
-}
-
-fn ok(o: &Output) -> String {
-    assert!(
-        o.status.success(),
-        "exit {:?}: {}",
-        o.status.code(),
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8_lossy(&o.stdout).into_owned()
+    companion_db(db, command, rest)
 }
 
 fn export() -> String {

@@ -7,6 +7,8 @@ use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
+use crate::support::{assert_clean_failure, stderr};
+
 fn companion(args: &[&str], stdin: &str) -> Output {
     let mut child = Command::new(env!("CARGO_BIN_EXE_companion"))
         .args(args)
@@ -26,23 +28,6 @@ fn companion(args: &[&str], stdin: &str) -> Output {
 
 fn stdout(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
-/// A non-zero exit with one `error [code]:` line that contains `needle`.
-fn assert_clean_failure(o: &Output, needle: &str) {
-    let err = stderr(o);
-    assert!(!o.status.success(), "expected failure: {err}");
-    assert!(!err.contains("panicked"), "{err}");
-    let lines: Vec<&str> = err.lines().filter(|l| !l.trim().is_empty()).collect();
-    assert_eq!(lines.len(), 1, "one line: {err}");
-    assert!(
-        lines[0].starts_with("error [") && err.contains(needle),
-        "{needle:?} in {err}"
-    );
 }
 
 struct Setup {
