@@ -78,6 +78,13 @@ pub struct GenerationStats {
     pub prefill_ops: u64,
     #[serde(default)]
     pub decode_ops: u64,
+    /// Time per backend operation in the prefill and in the decode steps after it
+    /// (`backend::profile`), the most time first. Not serialized: `companion bench --profile`
+    /// prints them; a generation's JSON stays as it was.
+    #[serde(skip)]
+    pub prefill_profile: Vec<crate::backend::OpTime>,
+    #[serde(skip)]
+    pub decode_profile: Vec<crate::backend::OpTime>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -213,6 +220,7 @@ impl Engine {
         let stop_ids = tokenizer.stop_ids();
         let t0 = Instant::now();
         let ops_at_start = self.model.ops();
+        let profile_at_start = self.model.profile();
         // every prompt token is reused when the session holds exactly the prompt with its last
         // hidden state (a sent draft); otherwise at least the last one is run again
         let reused = if session.tokens() == prompt && session.has_last_hidden() {
@@ -226,6 +234,7 @@ impl Engine {
         let mut logits = self.logits_vec(&hidden)?;
         let prefill_seconds = t0.elapsed().as_secs_f64();
         let ops_after_prefill = self.model.ops();
+        let profile_after_prefill = self.model.profile();
 
         let mut stream = tokenizer.stream();
         let mut filter = StopFilter::new(&params.stop_strings);
@@ -363,6 +372,8 @@ impl Engine {
             constraint_seconds,
             prefill_ops: ops_after_prefill - ops_at_start,
             decode_ops: self.model.ops() - ops_after_prefill,
+            prefill_profile: profile_after_prefill.since(&profile_at_start),
+            decode_profile: self.model.profile().since(&profile_after_prefill),
         };
         Ok(Generation {
             ids,

@@ -36,6 +36,10 @@ pub struct Args {
     /// state against its cap, and how soon full speed returns (about 10 s more)
     #[arg(long)]
     pacing: bool,
+    /// Also print where the time goes: each backend operation's share of a decode token and
+    /// of a prefill chunk (on a GPU: the host's cost of dispatching it)
+    #[arg(long)]
+    profile: bool,
     #[command(flatten)]
     model: ModelOptions,
 }
@@ -104,10 +108,12 @@ pub fn run(args: Args) -> Result<()> {
 
     let prompt = prompt_ids(&engine, args.prefill_tokens)?;
     let mut prefill_ops = 0;
+    let mut prefill_profile = Vec::new();
     let prefill = median((0..reps).map(|_| {
         engine.reset_session()?;
         let g = run_one(&engine, Prompt::Ids(prompt.clone()), greedy(1, true))?;
         prefill_ops = g.stats.prefill_ops;
+        prefill_profile = g.stats.prefill_profile;
         Ok(g.stats.prompt_tokens as f64 / g.stats.prefill_seconds)
     }))?;
     let chunk = args.model.engine_config().prefill_chunk.max(1);
@@ -115,6 +121,7 @@ pub fn run(args: Args) -> Result<()> {
 
     let start = prompt_ids(&engine, 8)?;
     let mut decode_ops = 0.0;
+    let mut decode_profile = (Vec::new(), 1);
     let decode = median((0..reps).map(|_| {
         engine.reset_session()?;
         // the first token comes from the prefill; the next `decode_tokens` are decode steps
@@ -125,6 +132,7 @@ pub fn run(args: Args) -> Result<()> {
         )?;
         let steps = g.stats.generated_tokens.saturating_sub(1).max(1);
         decode_ops = g.stats.decode_ops as f64 / steps as f64;
+        decode_profile = (g.stats.decode_profile, steps);
         Ok(g.stats.decode_tokens_per_second)
     }))?;
 
@@ -139,7 +147,13 @@ pub fn run(args: Args) -> Result<()> {
     };
     let peak_rss = crate::commands::peak_rss_bytes();
 
-    let out = json!({
+    let profiles = args.profile.then(|| {
+        [
+            Profile::new("decode token", decode_profile.0, decode_profile.1 as u64),
+            Profile::new("prefill chunk", prefill_profile, prefill_chunks),
+        ]
+    });
+    let mut out = json!({
         "device": info.device,
         "threads": engine::device::configured_threads(),
         "context": info.context,
@@ -160,6 +174,10 @@ pub fn run(args: Args) -> Result<()> {
         "typing": typing.to_json(),
         "pacing": pacing,
     });
+    if let Some([decode, prefill]) = &profiles {
+        out["decodeProfile"] = decode.to_json();
+        out["prefillProfile"] = prefill.to_json();
+    }
     let mut stdout = std::io::stdout().lock();
     if args.json {
         writeln!(stdout, "{out}")?;
@@ -213,7 +231,74 @@ pub fn run(args: Args) -> Result<()> {
     if let Some(p) = &pacing {
         crate::commands::bench_pacing::print(&mut stdout, p)?;
     }
+    for p in profiles.iter().flatten() {
+        p.print(&mut stdout)?;
+    }
     Ok(())
+}
+
+/// Where one unit of work (a decode token, a prefill chunk) spends its time, per backend
+/// operation (`engine::backend::profile`), from one measured repetition.
+struct Profile {
+    unit: &'static str,
+    lines: Vec<engine::backend::OpTime>,
+    units: u64,
+}
+
+impl Profile {
+    fn new(unit: &'static str, lines: Vec<engine::backend::OpTime>, units: u64) -> Self {
+        Profile {
+            unit,
+            lines,
+            units: units.max(1),
+        }
+    }
+
+    fn total(&self) -> f64 {
+        self.lines.iter().map(|l| l.seconds).sum()
+    }
+
+    fn to_json(&self) -> serde_json::Value {
+        let total = self.total();
+        serde_json::Value::Array(
+            self.lines
+                .iter()
+                .map(|l| {
+                    json!({
+                        "op": l.op,
+                        "calls": l.calls as f64 / self.units as f64,
+                        "ms": l.seconds * 1e3 / self.units as f64,
+                        "share": if total > 0.0 { l.seconds / total } else { 0.0 },
+                    })
+                })
+                .collect(),
+        )
+    }
+
+    fn print(&self, out: &mut impl Write) -> Result<()> {
+        let total = self.total();
+        writeln!(
+            out,
+            "per {}: {:.3} ms in backend operations",
+            self.unit,
+            total * 1e3 / self.units as f64
+        )?;
+        for l in &self.lines {
+            writeln!(
+                out,
+                "  {:>8.3} ms {:>5.1}% {:>7.1}×  {}",
+                l.seconds * 1e3 / self.units as f64,
+                if total > 0.0 {
+                    100.0 * l.seconds / total
+                } else {
+                    0.0
+                },
+                l.calls as f64 / self.units as f64,
+                l.op
+            )?;
+        }
+        Ok(())
+    }
 }
 
 /// Generate and wait; an engine error becomes this command's error.

@@ -7,6 +7,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use super::profile::{OpKey, OpProfile};
 use super::{AttentionSpec, Backend};
 use crate::error::Result;
 use crate::kv_cache::KvCache;
@@ -15,15 +16,35 @@ use crate::model::{Hidden, Linear, Norm, RopeTable};
 pub(crate) struct Counting<'a, B> {
     inner: B,
     ops: &'a AtomicU64,
+    profile: &'a OpProfile,
 }
 
 impl<'a, B> Counting<'a, B> {
-    pub fn new(inner: B, ops: &'a AtomicU64) -> Self {
-        Counting { inner, ops }
+    pub fn new(inner: B, ops: &'a AtomicU64, profile: &'a OpProfile) -> Self {
+        Counting {
+            inner,
+            ops,
+            profile,
+        }
     }
 
-    fn one(&self) {
+    /// Counts one operation and times `f` under `key` (`backend::profile`).
+    fn one<T>(&self, key: OpKey, f: impl FnOnce() -> T) -> T {
         self.ops.fetch_add(1, Ordering::Relaxed);
+        self.profile.time(key, f)
+    }
+}
+
+/// A matrix product's line: its weight's format and `[n, k]` (several weights that read the
+/// same input: their summed `n`).
+fn weights_key(op: &'static str, ws: &[&Linear]) -> OpKey {
+    let (format, k) = ws
+        .first()
+        .map_or(("", 0), |w| (w.format_name(), w.shape().1));
+    OpKey {
+        op,
+        format,
+        shape: (ws.iter().map(|w| w.shape().0).sum(), k),
     }
 }
 
@@ -31,13 +52,13 @@ impl<B: Backend> Backend for Counting<'_, B> {
     type Act = B::Act;
 
     fn embed(&self, table: &Linear, tokens: &[u32], scale: f32) -> Result<Self::Act> {
-        self.one();
-        self.inner.embed(table, tokens, scale)
+        self.one(weights_key("embed", &[table]), || {
+            self.inner.embed(table, tokens, scale)
+        })
     }
 
     fn rms_norm(&self, x: &Self::Act, w: &Norm, eps: f32) -> Result<Self::Act> {
-        self.one();
-        self.inner.rms_norm(x, w, eps)
+        self.one(OpKey::op("rms_norm"), || self.inner.rms_norm(x, w, eps))
     }
 
     fn rms_norm_in_place(
@@ -47,23 +68,23 @@ impl<B: Backend> Backend for Counting<'_, B> {
         width: usize,
         eps: f32,
     ) -> Result<()> {
-        self.one();
-        self.inner.rms_norm_in_place(x, w, width, eps)
+        self.one(OpKey::op("rms_norm"), || {
+            self.inner.rms_norm_in_place(x, w, width, eps)
+        })
     }
 
     fn matmul(&self, w: &Linear, x: &Self::Act) -> Result<Self::Act> {
-        self.one();
-        self.inner.matmul(w, x)
+        self.one(weights_key("matmul", &[w]), || self.inner.matmul(w, x))
     }
 
     fn matmul_many(&self, ws: &[&Linear], x: &Self::Act) -> Result<Vec<Self::Act>> {
-        self.one();
-        self.inner.matmul_many(ws, x)
+        self.one(weights_key("matmul", ws), || self.inner.matmul_many(ws, x))
     }
 
     fn rope(&self, x: &mut Self::Act, table: &RopeTable, heads: usize, start: usize) -> Result<()> {
-        self.one();
-        self.inner.rope(x, table, heads, start)
+        self.one(OpKey::op("rope"), || {
+            self.inner.rope(x, table, heads, start)
+        })
     }
 
     fn attention(
@@ -75,44 +96,46 @@ impl<B: Backend> Backend for Counting<'_, B> {
         start: usize,
         seq: usize,
     ) -> Result<Self::Act> {
-        self.one();
-        self.inner.attention(q, kv, cache, spec, start, seq)
+        self.one(
+            OpKey::op(if spec.sliding {
+                "attention sliding"
+            } else {
+                "attention global"
+            }),
+            || self.inner.attention(q, kv, cache, spec, start, seq),
+        )
     }
 
     fn geglu(&self, gate: Self::Act, up: &Self::Act) -> Result<Self::Act> {
-        self.one();
-        self.inner.geglu(gate, up)
+        self.one(OpKey::op("geglu"), || self.inner.geglu(gate, up))
     }
 
     fn add(&self, x: &mut Self::Act, y: Self::Act) -> Result<()> {
-        self.one();
-        self.inner.add(x, y)
+        self.one(OpKey::op("add"), || self.inner.add(x, y))
     }
 
     fn scale(&self, x: &mut Self::Act, s: f32) -> Result<()> {
-        self.one();
-        self.inner.scale(x, s)
+        self.one(OpKey::op("scale"), || self.inner.scale(x, s))
     }
 
     fn duplicate(&self, x: &Self::Act) -> Result<Self::Act> {
-        self.one();
-        self.inner.duplicate(x)
+        self.one(OpKey::op("duplicate"), || self.inner.duplicate(x))
     }
 
     fn split_columns(&self, x: Self::Act, width: usize, parts: usize) -> Result<Vec<Self::Act>> {
-        self.one();
-        self.inner.split_columns(x, width, parts)
+        self.one(OpKey::op("split_columns"), || {
+            self.inner.split_columns(x, width, parts)
+        })
     }
 
     fn last_row(&self, x: Self::Act, width: usize) -> Result<Self::Act> {
-        self.one();
-        self.inner.last_row(x, width)
+        self.one(OpKey::op("last_row"), || self.inner.last_row(x, width))
     }
 
     fn concat_rows(&self, parts: Vec<Self::Act>) -> Result<Self::Act> {
         // joining the rows of one step is no work
         if parts.len() > 1 {
-            self.one();
+            return self.one(OpKey::op("concat_rows"), || self.inner.concat_rows(parts));
         }
         self.inner.concat_rows(parts)
     }
@@ -126,7 +149,6 @@ impl<B: Backend> Backend for Counting<'_, B> {
     }
 
     fn logits(&self, hidden: &Hidden) -> Result<Vec<Vec<f32>>> {
-        self.one();
-        self.inner.logits(hidden)
+        self.one(OpKey::op("logits"), || self.inner.logits(hidden))
     }
 }

@@ -25,12 +25,14 @@ pub(crate) mod kernel_args;
 pub(crate) mod metal_decode;
 #[cfg(feature = "metal-emulated")]
 pub(crate) mod metal_emulated;
+pub(crate) mod profile;
 
 use serde::{Deserialize, Serialize};
 
 pub(crate) use self::candle::CandleBackend;
 pub(crate) use counting::Counting;
 pub(crate) use host::HostBackend;
+pub use profile::{OpTime, ProfileSnapshot};
 
 use crate::error::Result;
 use crate::kv_cache::KvCache;

@@ -46,6 +46,10 @@ impl BlockMatrix {
             .then_some(BlockMatrix { format, data, n, k })
     }
 
+    pub fn format(&self) -> BlockFormat {
+        self.format
+    }
+
     pub fn rows(&self) -> usize {
         self.n
     }

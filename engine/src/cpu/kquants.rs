@@ -75,6 +75,10 @@ impl KMatrix {
             .then_some(KMatrix { format, data, n, k })
     }
 
+    pub fn format(&self) -> KFormat {
+        self.format
+    }
+
     pub fn rows(&self) -> usize {
         self.n
     }

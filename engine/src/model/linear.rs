@@ -98,6 +98,16 @@ impl Linear {
         })
     }
 
+    /// The format its kernels read, as ggml names it (for profiles).
+    pub fn format_name(&self) -> &'static str {
+        match self {
+            Linear::Blocks(w) => w.format().name(),
+            Linear::KQuant(w) => w.format().name(),
+            Linear::F16(_) => "f16",
+            Linear::Candle { .. } => "candle",
+        }
+    }
+
     /// `(n, k)`: output and input widths.
     pub fn shape(&self) -> (usize, usize) {
         match self {

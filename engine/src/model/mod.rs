@@ -69,6 +69,8 @@ pub struct Model {
     /// Backend operations dispatched so far (kernel launches or dispatches on a fused GPU path): see
     /// `backend::counting`.
     ops: std::sync::atomic::AtomicU64,
+    /// Time per backend operation (`backend::profile`).
+    profile: crate::backend::profile::OpProfile,
     /// The fused decode step on the GPU, when the model is on one and the kernels cover it
     /// (`backend::fused`: CUDA's, or Metal's when `COMPANION_METAL_FUSED=1`).
     #[cfg(any(feature = "cuda", feature = "metal", feature = "metal-emulated"))]
@@ -115,6 +117,7 @@ impl Model {
             reduced_pool: None,
             use_reduced: std::sync::atomic::AtomicBool::new(false),
             ops: std::sync::atomic::AtomicU64::new(0),
+            profile: Default::default(),
             #[cfg(any(feature = "cuda", feature = "metal", feature = "metal-emulated"))]
             fused: None,
         };
@@ -144,6 +147,11 @@ impl Model {
     /// Backend operations dispatched so far (see `backend::counting`).
     pub fn ops(&self) -> u64 {
         self.ops.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Time per backend operation so far (`backend::profile`).
+    pub fn profile(&self) -> crate::backend::ProfileSnapshot {
+        self.profile.snapshot()
     }
 
     /// Kernels one decode step launches on a fused GPU path, when it runs.
@@ -242,11 +250,11 @@ impl Model {
         }
         let result = match (self.backend, self.active_pool()) {
             (BackendKind::Host, Some(pool)) => pool.install(|| {
-                let b = Counting::new(HostBackend::new(self), &self.ops);
+                let b = Counting::new(HostBackend::new(self), &self.ops, &self.profile);
                 self.forward_chunks(&b, tokens, cache, output)
             }),
             _ => {
-                let b = Counting::new(CandleBackend::new(self), &self.ops);
+                let b = Counting::new(CandleBackend::new(self), &self.ops, &self.profile);
                 self.forward_chunks(&b, tokens, cache, output)
             }
         };
@@ -260,9 +268,11 @@ impl Model {
     /// Logits `[rows, n_vocab]` for hidden states, soft-capped when the model says so.
     pub fn logits(&self, hidden: &Hidden) -> Result<Vec<Vec<f32>>> {
         let run = || match self.backend {
-            BackendKind::Host => Counting::new(HostBackend::new(self), &self.ops).logits(hidden),
+            BackendKind::Host => {
+                Counting::new(HostBackend::new(self), &self.ops, &self.profile).logits(hidden)
+            }
             BackendKind::Candle => {
-                Counting::new(CandleBackend::new(self), &self.ops).logits(hidden)
+                Counting::new(CandleBackend::new(self), &self.ops, &self.profile).logits(hidden)
             }
         };
         match self.active_pool() {

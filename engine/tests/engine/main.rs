@@ -2,4 +2,5 @@
 //! module per concern: `cargo test -p companion-engine --test engine -- MODULE::`.
 
 mod gemma_family;
+mod profile;
 mod snapshot_seed;

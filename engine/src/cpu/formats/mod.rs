@@ -22,6 +22,14 @@ pub enum BlockFormat {
 }
 
 impl BlockFormat {
+    /// ggml's name for it.
+    pub fn name(self) -> &'static str {
+        match self {
+            BlockFormat::Q5_0 => "q5_0",
+            BlockFormat::Q8_0 => "q8_0",
+        }
+    }
+
     pub fn block_bytes(self) -> usize {
         match self {
             BlockFormat::Q5_0 => q5_0::BYTES,
@@ -48,6 +56,14 @@ pub enum KFormat {
 }
 
 impl KFormat {
+    /// ggml's name for it.
+    pub fn name(self) -> &'static str {
+        match self {
+            KFormat::Q4K => "q4_k",
+            KFormat::Q6K => "q6_k",
+        }
+    }
+
     pub fn block_bytes(self) -> usize {
         match self {
             KFormat::Q4K => q4_k::BYTES,
