@@ -56,26 +56,34 @@ impl F16Matrix {
 
     /// `x` `[m, k]` → `[m, n]`.
     pub fn matmul(&self, x: &[f32], m: usize) -> Vec<f32> {
+        let table = super::kernels();
+        let order = Order::of(table.isa, m);
+        self.product(
+            order,
+            table.f16.as_ref().filter(|f| f.lanes == order.lanes()),
+            x,
+            m,
+        )
+    }
+
+    /// The product in `order`, through `fast` (a table's kernels for that order's lanes) or
+    /// the reference loops.
+    fn product(&self, order: Order, fast: Option<&F16Kernels>, x: &[f32], m: usize) -> Vec<f32> {
         let k = self.k;
-        let dot = Order::of(super::kernels().isa, m).dot();
         // the activations as ggml sees them: rounded to f16
         let mut halves = vec![f16::ZERO; m * k];
         halves.convert_from_f32_slice(x);
         let mut xr = vec![0f32; m * k];
         halves.convert_to_f32_slice(&mut xr);
-        // each task widens its weight rows once and multiplies them with every input row
         let tasks: Vec<Vec<f32>> = (0..self.n.div_ceil(ROWS_PER_TASK))
             .into_par_iter()
             .map(|t| {
                 let r0 = t * ROWS_PER_TASK;
                 let rows = ROWS_PER_TASK.min(self.n - r0);
-                let mut w = vec![0f32; k];
                 let mut part = vec![0f32; rows * m];
-                for j in 0..rows {
-                    self.dequantize_row(r0 + j, &mut w);
-                    for i in 0..m {
-                        part[j * m + i] = dot(&w, &xr[i * k..(i + 1) * k]);
-                    }
+                match fast {
+                    Some(f) => self.task_fast(f, order, r0, &xr, m, &mut part),
+                    None => self.task_reference(order, r0, &xr, m, &mut part),
                 }
                 part
             })
@@ -91,7 +99,86 @@ impl F16Matrix {
         }
         out
     }
+
+    /// Weight rows `r0..` × every activation row into `part` (`[rows, m]`), by the reference
+    /// loops: each weight row widened once and multiplied with every input row.
+    fn task_reference(&self, order: Order, r0: usize, xr: &[f32], m: usize, part: &mut [f32]) {
+        let (k, dot) = (self.k, order.dot());
+        let mut w = vec![0f32; k];
+        for (j, out) in part.chunks_exact_mut(m).enumerate() {
+            self.dequantize_row(r0 + j, &mut w);
+            for (i, o) in out.iter_mut().enumerate() {
+                *o = dot(&w, &xr[i * k..(i + 1) * k]);
+            }
+        }
+    }
+
+    /// As [`Self::task_reference`], by a table's kernels: tiles of `F16_TILE_ROWS` weight rows
+    /// × `F16_TILE_COLS` activation rows where tinyBLAS's order holds, one output at a time
+    /// for what is left.
+    fn task_fast(
+        &self,
+        f: &F16Kernels,
+        order: Order,
+        r0: usize,
+        xr: &[f32],
+        m: usize,
+        part: &mut [f32],
+    ) {
+        let k = self.k;
+        let rows = part.len() / m;
+        let x = |i: usize| &xr[i * k..(i + 1) * k];
+        if let Order::VecDot(_) = order {
+            for (j, out) in part.chunks_exact_mut(m).enumerate() {
+                for (i, o) in out.iter_mut().enumerate() {
+                    *o = (f.vec_dot)(self.row(r0 + j), x(i));
+                }
+            }
+            return;
+        }
+        let (tiled_rows, tiled_cols) = (rows - rows % F16_TILE_ROWS, m - m % F16_TILE_COLS);
+        for j in (0..tiled_rows).step_by(F16_TILE_ROWS) {
+            let w: [&[u8]; F16_TILE_ROWS] = std::array::from_fn(|r| self.row(r0 + j + r));
+            for i in (0..tiled_cols).step_by(F16_TILE_COLS) {
+                let mut out = [[0f32; F16_TILE_COLS]; F16_TILE_ROWS];
+                (f.tile)(w, std::array::from_fn(|c| x(i + c)), &mut out);
+                for (r, o) in out.iter().enumerate() {
+                    part[(j + r) * m + i..][..F16_TILE_COLS].copy_from_slice(o);
+                }
+            }
+            for (r, w) in w.iter().enumerate() {
+                for i in tiled_cols..m {
+                    part[(j + r) * m + i] = (f.tiny_blas)(w, x(i));
+                }
+            }
+        }
+        for j in tiled_rows..rows {
+            for i in 0..m {
+                part[j * m + i] = (f.tiny_blas)(self.row(r0 + j), x(i));
+            }
+        }
+    }
 }
+
+/// Weight rows per F16 tile of a table (`F16Kernels::tile`), and activation rows.
+pub(crate) const F16_TILE_ROWS: usize = 4;
+pub(crate) const F16_TILE_COLS: usize = 6;
+
+/// A table's F16 kernels, for the orders of `lanes`-lane registers: F16 weight bytes × f32
+/// activations already rounded through f16.
+pub(crate) struct F16Kernels {
+    pub lanes: usize,
+    /// `ggml_vec_dot_f16` (one activation row).
+    pub vec_dot: fn(&[u8], &[f32]) -> f32,
+    /// tinyBLAS, one output.
+    pub tiny_blas: fn(&[u8], &[f32]) -> f32,
+    /// tinyBLAS, `F16_TILE_ROWS` × `F16_TILE_COLS` outputs.
+    pub tile: F16Tile,
+}
+
+/// `F16_TILE_ROWS` weight rows × `F16_TILE_COLS` activation rows into `out[weight][activation]`.
+pub(crate) type F16Tile =
+    fn([&[u8]; F16_TILE_ROWS], [&[f32]; F16_TILE_COLS], &mut [[f32; F16_TILE_COLS]; F16_TILE_ROWS]);
 
 /// Which of ggml's F16 dot products an output gets (see the module docs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -103,6 +190,12 @@ enum Order {
 }
 
 impl Order {
+    fn lanes(self) -> usize {
+        match self {
+            Order::VecDot(l) | Order::TinyBlas(l) => l,
+        }
+    }
+
     fn of(isa: Isa, m: usize) -> Self {
         match (isa, m) {
             (Isa::Avx512, 1) => Order::VecDot(16),
@@ -168,8 +261,10 @@ fn tiny_blas<const LANES: usize>(w: &[f32], x: &[f32]) -> f32 {
     let mut acc = [0f32; LANES];
     for (wc, xc) in w.chunks(LANES).zip(x.chunks(LANES)) {
         // a short last chunk is `load_partial`'s zero-padded vector: its missing lanes add 0·0
-        for (a, (&wv, &xv)) in acc.iter_mut().zip(wc.iter().zip(xc)) {
-            *a = wv.mul_add(xv, *a);
+        // (which turns a −0 lane into +0)
+        for (l, a) in acc.iter_mut().enumerate() {
+            let (wv, xv) = (wc.get(l).copied(), xc.get(l).copied());
+            *a = wv.unwrap_or(0.0).mul_add(xv.unwrap_or(0.0), *a);
         }
     }
     reduce_lanes(&acc)
@@ -199,6 +294,44 @@ mod tests {
             for j in 0..n {
                 let want: f64 = (0..k).map(|c| r(w[j * k + c]) * r(x[i * k + c])).sum();
                 assert!((got[i * n + j] as f64 - want).abs() < 1e-3, "{i},{j}");
+            }
+        }
+    }
+
+    /// Every table's F16 kernels give the reference loops' results bit for bit, in both
+    /// orders, tiles and leftovers (rows and columns not filling a tile, a row length that is
+    /// not a whole number of steps).
+    #[test]
+    fn table_kernels_equal_the_reference_loops_bit_for_bit() {
+        for table in crate::cpu::tables() {
+            let Some(f) = table.f16.as_ref() else {
+                continue;
+            };
+            for (n, k) in [(70, 100), (9, 1536), (5, 7)] {
+                let w: Vec<f32> = (0..n * k)
+                    .map(|i| ((i * 37 % 101) as f32 - 50.0) / 7.0)
+                    .collect();
+                let bytes: Vec<u8> = w
+                    .iter()
+                    .flat_map(|&v| f16::from_f32(v).to_le_bytes())
+                    .collect();
+                let mat = F16Matrix::new(bytes, n, k).expect("shape");
+                for m in [1, 2, 5, 6, 7, 13] {
+                    let x: Vec<f32> = (0..m * k)
+                        .map(|i| ((i * 13 % 29) as f32 - 14.0) / 3.0)
+                        .collect();
+                    for order in [Order::VecDot(f.lanes), Order::TinyBlas(f.lanes)] {
+                        let want = mat.product(order, None, &x, m);
+                        let got = mat.product(order, Some(f), &x, m);
+                        assert!(
+                            got.iter()
+                                .zip(&want)
+                                .all(|(a, b)| a.to_bits() == b.to_bits()),
+                            "{} {order:?} n {n} k {k} m {m}",
+                            table.isa
+                        );
+                    }
+                }
             }
         }
     }

@@ -166,6 +166,9 @@ pub struct Kernels {
     pub(crate) ggml_attention: Option<GgmlAttentionKernels>,
     pub(crate) gemm_acc: GemmAcc,
     pub(crate) geglu: fn(&mut [f32], &[f32], &[F16]),
+    /// F16 weight products in ggml's order for this set's register width (`f16`; none: the
+    /// reference loops).
+    pub(crate) f16: Option<f16::F16Kernels>,
 }
 
 /// The table the engine uses: the widest set this CPU runs (or the one asked for).

@@ -212,6 +212,7 @@ macro_rules! table {
             ggml_attention: None,
             gemm_acc: |c, a, b, m, k, n| unsafe { gemm::gemm_acc(c, a, b, m, k, n) },
             geglu: |g, u, t| unsafe { ops::geglu(g, u, t) },
+            f16: None,
         }
     };
 }

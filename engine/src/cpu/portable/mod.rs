@@ -43,5 +43,6 @@ pub(crate) fn kernels() -> Kernels {
         ggml_attention: None,
         gemm_acc: gemm_acc_portable,
         geglu: geglu_portable,
+        f16: None,
     }
 }

@@ -7,6 +7,7 @@
 
 pub(crate) mod attention;
 pub(crate) mod blocks;
+pub(crate) mod f16;
 pub(crate) mod gemm;
 pub(crate) mod kquants;
 pub(crate) mod ops;
@@ -88,6 +89,12 @@ pub(crate) fn kernels() -> Kernels {
         }),
         gemm_acc: |c, a, b, m, k, n| unsafe { gemm::gemm_acc(c, a, b, m, k, n) },
         geglu: |g, u, t| unsafe { ops::geglu(g, u, t) },
+        f16: Some(crate::cpu::f16::F16Kernels {
+            lanes: 8,
+            vec_dot: |w, x| unsafe { f16::vec_dot(w, x) },
+            tiny_blas: |w, x| unsafe { f16::tiny_blas(w, x) },
+            tile: |w, x, out| unsafe { f16::tile(w, x, out) },
+        }),
     }
 }
 

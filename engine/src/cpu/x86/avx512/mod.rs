@@ -1,5 +1,6 @@
 //! The AVX-512 kernel table (F, BW, VL and VNNI, with AVX2, FMA and F16C): the AVX2 table with
-//! the prompt tiles that profit from 512-bit registers and `vpdpbusd` replaced. Each replacement
+//! the prompt tiles and the F16 products (`f16`, in
+//! ggml's 16-lane order) that profit from 512-bit registers and VNNI replaced. Each replacement
 //! computes every output bit for bit as the AVX2 kernel does (two activation rows per register,
 //! one per 256-bit half, with the same integer lanes, float operations and horizontal sums), so
 //! results do not depend on which x86 table runs. ggml's AVX-512 paths
@@ -9,6 +10,7 @@
 //! these features was detected at run time.
 
 pub(crate) mod blocks;
+pub(crate) mod f16;
 pub(crate) mod kquants;
 
 use crate::cpu::kquants::{PROMPT_TAIL, PROMPT_TILE};
@@ -43,6 +45,13 @@ pub(crate) fn kernels() -> Kernels {
             kquants::tile_q6_k::<{ PROMPT_TAIL / 2 }, PROMPT_TAIL, false>(w, q, i, out)
         },
     ));
+    // SAFETY (the three closures): see the module docs.
+    table.f16 = Some(crate::cpu::f16::F16Kernels {
+        lanes: 16,
+        vec_dot: |w, x| unsafe { f16::vec_dot(w, x) },
+        tiny_blas: |w, x| unsafe { f16::tiny_blas(w, x) },
+        tile: |w, x, out| unsafe { f16::tile(w, x, out) },
+    });
     if let Some(tiled) = table.q6_k.tiled.as_mut() {
         tiled.prompt = KPrompt::OneRow(
             |w, q, i, out| unsafe {
