@@ -15,6 +15,20 @@ use crate::cpu::x86::{
 };
 use std::arch::x86_64::*;
 
+/// A Q4_K block's 8 scales then 8 mins (ggml's `utmp` unpacking of its 12 scale bytes), widened
+/// to i16.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) fn q4_k_mins_and_scales(blk: &[u8]) -> __m256i {
+    let utmp = q4_k_scales_mins(&blk[4..16]);
+    _mm256_cvtepu8_epi16(_mm_set_epi32(
+        utmp[3] as i32,
+        utmp[2] as i32,
+        utmp[1] as i32,
+        utmp[0] as i32,
+    ))
+}
+
 /// ggml `get_scale_shuffle_k4(i)`: bytes `2i, 2i+1` repeated, broadcasting i16 lane `i`.
 #[inline]
 #[target_feature(enable = "avx2,fma")]
@@ -56,14 +70,7 @@ pub(crate) fn vec_dot_q4_k_q8_k(w: &[u8], y: Q8KRow<'_>) -> f32 {
     for i in 0..nb {
         let blk = &w[i * Q4_K_BYTES..(i + 1) * Q4_K_BYTES];
         let dd = f16_pair(u32::from_le_bytes([blk[0], blk[1], blk[2], blk[3]]));
-        let utmp = q4_k_scales_mins(&blk[4..16]);
-        // 8 scales then 8 mins, widened to i16.
-        let mins_and_scales = _mm256_cvtepu8_epi16(_mm_set_epi32(
-            utmp[3] as i32,
-            utmp[2] as i32,
-            utmp[1] as i32,
-            utmp[0] as i32,
-        ));
+        let mins_and_scales = q4_k_mins_and_scales(blk);
 
         // SAFETY: `bsums` holds `nb * 16` i16 (checked above), so the 32 bytes from block
         // `i`'s sums are in bounds; the load is unaligned.
@@ -350,13 +357,7 @@ pub(crate) fn tile_q4_k<const RM: usize, const RN: usize>(
             let dd = f16_pair(u32::from_le_bytes([blk[0], blk[1], blk[2], blk[3]]));
             dw[rm] = _mm_cvtss_f32(dd);
             dminw[rm] = _mm_cvtss_f32(_mm_movehdup_ps(dd));
-            let utmp = q4_k_scales_mins(&blk[4..16]);
-            let mins_and_scales = _mm256_cvtepu8_epi16(_mm_set_epi32(
-                utmp[3] as i32,
-                utmp[2] as i32,
-                utmp[1] as i32,
-                utmp[0] as i32,
-            ));
+            let mins_and_scales = q4_k_mins_and_scales(blk);
             mins[rm] = _mm256_extracti128_si256::<1>(mins_and_scales);
             let sc128 = _mm256_extracti128_si256::<0>(mins_and_scales);
             scales[rm] = _mm256_set_m128i(sc128, sc128);

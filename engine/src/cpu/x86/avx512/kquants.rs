@@ -14,15 +14,15 @@
 
 use std::arch::x86_64::*;
 
-use crate::cpu::formats::q4_k::{BYTES as Q4_K_BYTES, scales_mins as q4_k_scales_mins};
+use crate::cpu::formats::q4_k::BYTES as Q4_K_BYTES;
 use crate::cpu::formats::{QK_K, q6_k::BYTES as Q6_K_BYTES};
 use crate::cpu::quantize::Q8KRows;
 use crate::cpu::row_pairs::{
     PAIR_BSUMS, PAIR_D, PAIR_QS, PairLayout, Q8KPairs, QUAD_SUMS32, SUB, SUBS,
 };
 use crate::cpu::x86::avx2::kquants::{
-    f16_pair, f16_splat, q6_values, scale_shuffle_k4, tile_q4_k as avx2_tile_q4_k,
-    tile_q6_k as avx2_tile_q6_k,
+    f16_pair, f16_splat, q4_k_mins_and_scales, q6_values, scale_shuffle_k4,
+    tile_q4_k as avx2_tile_q4_k, tile_q6_k as avx2_tile_q6_k,
 };
 use crate::cpu::x86::{hsum, hsum_i32, lanes_i32, prefetch_tile, q4_k_fold, tiled_fold};
 
@@ -142,13 +142,7 @@ pub(crate) fn tile_q4_k<const RP: usize, const RN: usize>(
         prefetch_tile::<1>(w[0], i, Q4_K_BYTES);
         let dd = f16_pair(u32::from_le_bytes([blk[0], blk[1], blk[2], blk[3]]));
         let (dw, dminw) = (_mm_cvtss_f32(dd), _mm_cvtss_f32(_mm_movehdup_ps(dd)));
-        let utmp = q4_k_scales_mins(&blk[4..16]);
-        let mins_and_scales = _mm256_cvtepu8_epi16(_mm_set_epi32(
-            utmp[3] as i32,
-            utmp[2] as i32,
-            utmp[1] as i32,
-            utmp[0] as i32,
-        ));
+        let mins_and_scales = q4_k_mins_and_scales(blk);
         let mins = _mm512_broadcast_i32x4(_mm256_extracti128_si256::<1>(mins_and_scales));
         let sc128 = _mm256_extracti128_si256::<0>(mins_and_scales);
         let scales = _mm256_set_m128i(sc128, sc128);
