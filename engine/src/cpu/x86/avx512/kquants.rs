@@ -24,7 +24,7 @@ use crate::cpu::x86::avx2::kquants::{
     f16_pair, f16_splat, q4_k_mins_and_scales, q6_values, scale_shuffle_k4,
     tile_q4_k as avx2_tile_q4_k, tile_q6_k as avx2_tile_q6_k,
 };
-use crate::cpu::x86::{hsum, hsum_i32, lanes_i32, prefetch_tile, q4_k_fold, tiled_fold};
+use crate::cpu::x86::{hsum, hsum_i32, prefetch_tile, tiled_fold};
 
 /// The two halves of `a` as AVX2 vectors.
 #[inline]
@@ -118,9 +118,40 @@ unsafe fn accumulate<const RP: usize>(
     }
 }
 
+/// Lanes `0..8` of the result: the sums of all i32 lanes of each activation row of `sumi`
+/// (pair `p`'s low half is row `2p`, its high half row `2p + 1`), in row order; pairs past
+/// `RP` count as zero. Exact integer sums in another order than one `hsum` per row: the same
+/// values.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+fn row_sums<const RP: usize>(sumi: &[__m512i; RP]) -> __m256i {
+    const { assert!(RP <= 4) };
+    // 128-bit lanes 0 and 1 hold row 2p's eight lanes, 2 and 3 row 2p + 1's: fold 1 onto 0
+    // and 3 onto 2
+    let s: [__m512i; 4] = std::array::from_fn(|p| match sumi.get(p) {
+        Some(&z) => _mm512_add_epi32(z, _mm512_shuffle_i64x2::<0b10_11_00_01>(z, z)),
+        None => _mm512_setzero_si512(),
+    });
+    // a 4×4 transpose in every 128-bit lane, then the rows' four lanes added
+    let t0 = _mm512_unpacklo_epi32(s[0], s[1]);
+    let t1 = _mm512_unpackhi_epi32(s[0], s[1]);
+    let t2 = _mm512_unpacklo_epi32(s[2], s[3]);
+    let t3 = _mm512_unpackhi_epi32(s[2], s[3]);
+    let r = _mm512_add_epi32(
+        _mm512_add_epi32(_mm512_unpacklo_epi64(t0, t2), _mm512_unpackhi_epi64(t0, t2)),
+        _mm512_add_epi32(_mm512_unpacklo_epi64(t1, t3), _mm512_unpackhi_epi64(t1, t3)),
+    );
+    // 128-bit lane 0: rows 0, 2, 4, 6; lane 2: rows 1, 3, 5, 7
+    let even = _mm512_castsi512_si128(r);
+    let odd = _mm512_extracti32x4_epi32::<2>(r);
+    _mm256_setr_m128i(_mm_unpacklo_epi32(even, odd), _mm_unpackhi_epi32(even, odd))
+}
+
 /// One weight row of Q4_K × activation rows `i0..i0 + RN` (`RN = 2·RP`, whole quads), on
 /// the pair layout (AVX2's tile where `q` has none: the same results). The mins terms of four
-/// activation rows come from one register (lane group `r`: row `r`'s), then go per row.
+/// activation rows come from one register (lane group `r`: row `r`'s); the rows' sums and
+/// mins terms of a pair of sub-blocks are folded in for all rows at once, lane `rn` of a
+/// register being activation row `rn` — per lane the same operations as `q4_k_fold`.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
 pub(crate) fn tile_q4_k<const RP: usize, const RN: usize>(
     w: [&[u8]; 1],
@@ -136,7 +167,8 @@ pub(crate) fn tile_q4_k<const RP: usize, const RN: usize>(
     let nb = q.blocks_per_row;
     let (pair0, quad0) = (i0 / 2, i0 / 4);
     let m4 = _mm256_set1_epi8(0xF);
-    let mut acc = [[0f32; 2]; RN];
+    // lane `rn` of the two: `Σ f32(sum)·(d_w·d_y)` and `Σ f32(min term)·(dmin_w·d_y)`
+    let (mut acc, mut acc_min) = (_mm256_setzero_ps(), _mm256_setzero_ps());
     for i in 0..nb {
         let blk = &w[0][i * Q4_K_BYTES..(i + 1) * Q4_K_BYTES];
         prefetch_tile::<1>(w[0], i, Q4_K_BYTES);
@@ -147,38 +179,32 @@ pub(crate) fn tile_q4_k<const RP: usize, const RN: usize>(
         let sc128 = _mm256_extracti128_si256::<0>(mins_and_scales);
         let scales = _mm256_set_m128i(sc128, sc128);
         // the mins terms of four rows per register: lane group `r` holds row `r`'s four, lane
-        // `j` of a group the term of sub-blocks 2j and 2j + 1; `min_terms[j][row]`
-        let mut min_terms = [[0i32; RN]; 4];
-        for qd in 0..RN / 4 {
+        // `j` of a group the term of sub-blocks 2j and 2j + 1
+        let mut min_prods = [_mm512_setzero_si512(); 2];
+        for (qd, prod) in min_prods.iter_mut().enumerate().take(RN / 4) {
             let at = (quad0 + qd) * nb + i;
             // SAFETY: quad `quad0 + qd`'s super-block `i` (checked in `paired_rows`);
             // unaligned load.
             let q8s =
                 unsafe { _mm512_loadu_si512(pairs.sums32.as_ptr().add(at * QUAD_SUMS32).cast()) };
-            let prod = _mm512_madd_epi16(mins, q8s);
-            let groups = [
-                lanes_i32(_mm512_extracti32x4_epi32::<0>(prod)),
-                lanes_i32(_mm512_extracti32x4_epi32::<1>(prod)),
-                lanes_i32(_mm512_extracti32x4_epi32::<2>(prod)),
-                lanes_i32(_mm512_extracti32x4_epi32::<3>(prod)),
-            ];
-            for (r, lanes) in groups.iter().enumerate() {
-                for (j, &term) in lanes.iter().enumerate() {
-                    min_terms[j][4 * qd + r] = term;
-                }
-            }
+            *prod = _mm512_madd_epi16(mins, q8s);
         }
         // the rows' scales: pair `p` holds row 2p's in lanes 0..8, row 2p + 1's in 8..16
-        let dy: [f32; RN] = std::array::from_fn(|rn| {
+        let mut dy = [0f32; 8];
+        for (rn, d) in dy.iter_mut().enumerate().take(RN) {
             // SAFETY: pair `pair0 + rn / 2`'s scales of super-block `i` (`paired_rows`).
-            unsafe {
+            *d = unsafe {
                 *pairs
                     .d
                     .as_ptr()
                     .add(((pair0 + rn / 2) * nb + i) * PAIR_D + 8 * (rn % 2))
-            }
-        });
-        for (j, mins_j) in min_terms.iter().enumerate() {
+            };
+        }
+        // SAFETY: 8 floats from an 8-float array.
+        let dy = unsafe { _mm256_loadu_ps(dy.as_ptr()) };
+        let d_sum = _mm256_mul_ps(_mm256_set1_ps(dw), dy);
+        let d_min = _mm256_mul_ps(_mm256_set1_ps(dminw), dy);
+        for j in 0..QK_K / 64 {
             let mut sumi = [_mm512_setzero_si512(); RP];
             // SAFETY: bytes 16 + 32j .. +32 of the block's 144; unaligned load.
             let bits = unsafe {
@@ -193,20 +219,22 @@ pub(crate) fn tile_q4_k<const RP: usize, const RN: usize>(
                 pair_dots(lo, sc_lo, pairs, (pair0, nb, i, 2 * j), &mut sumi);
                 pair_dots(hi, sc_hi, pairs, (pair0, nb, i, 2 * j + 1), &mut sumi);
             }
+            // lane `j` of every lane group: row 4·qd + r's mins term of this pair of sub-blocks
+            let pick = _mm512_add_epi32(
+                _mm512_set1_epi32(j as i32),
+                _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 0, 0, 0, 0, 0, 0, 0, 0),
+            );
+            let min8 =
+                _mm512_castsi512_si256(_mm512_permutex2var_epi32(min_prods[0], pick, min_prods[1]));
             // ggml's gemm folds every pair of sub-blocks in (see `q4_k_fold`)
-            for (p, &s) in sumi.iter().enumerate() {
-                let halves = [_mm512_castsi512_si256(s), _mm512_extracti64x4_epi64::<1>(s)];
-                for (h, half) in halves.into_iter().enumerate() {
-                    let rn = 2 * p + h;
-                    let (sum, min) = (hsum_i32(half), mins_j[rn]);
-                    q4_k_fold(&mut acc[rn], sum, min, dw, dminw, dy[rn]);
-                }
-            }
+            acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(row_sums(&sumi)), d_sum, acc);
+            acc_min = _mm256_fmadd_ps(_mm256_cvtepi32_ps(min8), d_min, acc_min);
         }
     }
-    for (rn, a) in acc.iter().enumerate() {
-        out[0][rn] = a[0] - a[1];
-    }
+    let mut rows = [0f32; 8];
+    // SAFETY: 8 floats into an 8-float array.
+    unsafe { _mm256_storeu_ps(rows.as_mut_ptr(), _mm256_sub_ps(acc, acc_min)) };
+    out[0].copy_from_slice(&rows[..RN]);
 }
 
 /// One weight row of Q6_K × activation rows `i0..i0 + RN` (`RN = 2·RP`, whole quads), on
