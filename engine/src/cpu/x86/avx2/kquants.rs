@@ -445,6 +445,116 @@ pub(crate) fn tile_q4_k<const RM: usize, const RN: usize>(
     }
 }
 
+/// Lanes `rn < RN` of the result: the sum of the 8 i32 lanes of `s[rn]` (rows past `RN` count
+/// as zero). Exact integer sums in another order than one `hsum_i32` per row: the same values.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn row_sums<const RN: usize>(s: &[__m256i; RN]) -> __m256i {
+    const { assert!(RN <= 8) };
+    let row = |i: usize| s.get(i).copied().unwrap_or(_mm256_setzero_si256());
+    let t0 = _mm256_hadd_epi32(row(0), row(1));
+    let t1 = _mm256_hadd_epi32(row(2), row(3));
+    let t2 = _mm256_hadd_epi32(row(4), row(5));
+    let t3 = _mm256_hadd_epi32(row(6), row(7));
+    // 128-bit lane 0: rows 0..4 (u0) and 4..8 (u1) over their lanes 0..4; lane 1: over 4..8
+    let u0 = _mm256_hadd_epi32(t0, t1);
+    let u1 = _mm256_hadd_epi32(t2, t3);
+    _mm256_add_epi32(
+        _mm256_permute2x128_si256::<0x20>(u0, u1),
+        _mm256_permute2x128_si256::<0x31>(u0, u1),
+    )
+}
+
+/// `m[rn]` holds row `rn`'s four mins terms (lane `j`: sub-blocks 2j and 2j + 1); returns, per
+/// `j`, the rows' terms in lanes `rn` (zero past `RN`).
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn mins_by_pair<const RN: usize>(m: &[__m128i; RN]) -> [__m256i; 4] {
+    let row = |i: usize| m.get(i).copied().unwrap_or(_mm_setzero_si128());
+    // a 4×4 transpose of rows 4h..4h + 4
+    let quad = |h: usize| {
+        let a = _mm_unpacklo_epi32(row(4 * h), row(4 * h + 1));
+        let b = _mm_unpackhi_epi32(row(4 * h), row(4 * h + 1));
+        let c = _mm_unpacklo_epi32(row(4 * h + 2), row(4 * h + 3));
+        let d = _mm_unpackhi_epi32(row(4 * h + 2), row(4 * h + 3));
+        [
+            _mm_unpacklo_epi64(a, c),
+            _mm_unpackhi_epi64(a, c),
+            _mm_unpacklo_epi64(b, d),
+            _mm_unpackhi_epi64(b, d),
+        ]
+    };
+    let (lo, hi) = (quad(0), quad(1));
+    std::array::from_fn(|j| _mm256_set_m128i(hi[j], lo[j]))
+}
+
+/// One weight row of Q4_K × activation rows `i0..i0 + RN` (at most 8): `tile_q4_k::<1, RN>`'s
+/// results (ggml's gemm, each pair of sub-blocks folded in), with the rows' integer sums and
+/// mins terms of a pair of sub-blocks brought into one register (lane `rn`: activation row
+/// `rn`) and folded in by two 8-lane FMAs — per lane `q4_k_fold`'s operations — instead of a
+/// horizontal sum and two scalar FMAs per row.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) fn prompt_q4_k<const RN: usize>(
+    w: [&[u8]; 1],
+    q: &Q8KRows,
+    i0: usize,
+    out: &mut [[f32; RN]; 1],
+) {
+    const { assert!(RN > 1 && RN <= 8) };
+    let y = tile_rows::<1, RN>(&w, Q4_K_BYTES, q, i0);
+    let nb = q.blocks_per_row;
+    let m4 = _mm256_set1_epi8(0xF);
+    let (mut acc, mut acc_min) = (_mm256_setzero_ps(), _mm256_setzero_ps());
+    for i in 0..nb {
+        prefetch_tile::<1>(w[0], i, Q4_K_BYTES);
+        let blk = &w[0][i * Q4_K_BYTES..(i + 1) * Q4_K_BYTES];
+        let dd = f16_pair(u32::from_le_bytes([blk[0], blk[1], blk[2], blk[3]]));
+        let mins_and_scales = q4_k_mins_and_scales(blk);
+        let mins = _mm256_extracti128_si256::<1>(mins_and_scales);
+        let sc128 = _mm256_extracti128_si256::<0>(mins_and_scales);
+        let scales = _mm256_set_m128i(sc128, sc128);
+        let mut dy = [0f32; 8];
+        let min_terms: [__m128i; RN] = std::array::from_fn(|rn| {
+            // SAFETY: block `i < nb` of each row's `d` and 16 `bsums` (checked in
+            // `tile_rows`); unaligned loads.
+            let q8sums = unsafe {
+                dy[rn] = *y[rn].d.get_unchecked(i);
+                _mm256_loadu_si256(y[rn].bsums.as_ptr().add(i * BSUMS).cast())
+            };
+            let q8s = _mm_hadd_epi16(
+                _mm256_extracti128_si256::<0>(q8sums),
+                _mm256_extracti128_si256::<1>(q8sums),
+            );
+            _mm_madd_epi16(mins, q8s)
+        });
+        let min_terms = mins_by_pair(&min_terms);
+        // SAFETY: 8 floats from an 8-float array.
+        let dy = unsafe { _mm256_loadu_ps(dy.as_ptr()) };
+        let d_sum = _mm256_mul_ps(_mm256_set1_ps(_mm_cvtss_f32(dd)), dy);
+        let d_min = _mm256_mul_ps(_mm256_set1_ps(_mm_cvtss_f32(_mm_movehdup_ps(dd))), dy);
+        for (j, min_j) in min_terms.iter().enumerate() {
+            // SAFETY: bytes 16 + 32j .. +32 of the block's 144; unaligned load.
+            let bits = unsafe { _mm256_loadu_si256(blk.as_ptr().add(16 + 32 * j).cast()) };
+            let lo = [_mm256_and_si256(bits, m4)];
+            let hi = [_mm256_and_si256(_mm256_srli_epi16::<4>(bits), m4)];
+            let sc_lo = [_mm256_shuffle_epi8(scales, scale_shuffle_k4(2 * j))];
+            let sc_hi = [_mm256_shuffle_epi8(scales, scale_shuffle_k4(2 * j + 1))];
+            let mut sumi = [[_mm256_setzero_si256(); RN]; 1];
+            // SAFETY: quants 64j .. 64j + 64 of block `i` (checked in `tile_rows`).
+            unsafe {
+                sub_block_dots(&lo, &sc_lo, &y, i * QK_K + 64 * j, &mut sumi);
+                sub_block_dots(&hi, &sc_hi, &y, i * QK_K + 64 * j + 32, &mut sumi);
+            }
+            acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(row_sums(&sumi[0])), d_sum, acc);
+            acc_min = _mm256_fmadd_ps(_mm256_cvtepi32_ps(*min_j), d_min, acc_min);
+        }
+    }
+    let mut rows = [0f32; 8];
+    // SAFETY: 8 floats into an 8-float array.
+    unsafe { _mm256_storeu_ps(rows.as_mut_ptr(), _mm256_sub_ps(acc, acc_min)) };
+    out[0].copy_from_slice(&rows[..RN]);
+}
+
 /// `vec_dot_q6_k_q8_k` for `RM` weight rows × `RN` activation rows at once, in the manner
 /// of `tile_q4_k`: each weight row's 6-bit values of a 32-value sub-block recombined once
 /// and used for every activation row. The −32 offset term starts each i32 sum instead of

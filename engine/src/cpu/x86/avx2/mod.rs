@@ -52,8 +52,8 @@ pub(crate) fn kernels() -> Kernels {
         q4_k: KKernels {
             dot: |w, y| unsafe { kquants::vec_dot_q4_k_q8_k(w, y) },
             prompt: Some(KPrompt::OneRow(
-                |w, q, i, out| unsafe { kquants::tile_q4_k::<1, PROMPT_TILE>(w, q, i, out) },
-                |w, q, i, out| unsafe { kquants::tile_q4_k::<1, PROMPT_TAIL>(w, q, i, out) },
+                |w, q, i, out| unsafe { kquants::prompt_q4_k::<PROMPT_TILE>(w, q, i, out) },
+                |w, q, i, out| unsafe { kquants::prompt_q4_k::<PROMPT_TAIL>(w, q, i, out) },
             )),
             decode: Some(|w, q, i, out| unsafe {
                 kquants::tile_q4_k::<Q4K_DECODE_ROWS, 1>(w, q, i, out)

@@ -21,8 +21,8 @@ use crate::cpu::row_pairs::{
     PAIR_BSUMS, PAIR_D, PAIR_QS, PairLayout, Q8KPairs, QUAD_SUMS32, SUB, SUBS,
 };
 use crate::cpu::x86::avx2::kquants::{
-    f16_pair, f16_splat, q4_k_mins_and_scales, q6_values, scale_shuffle_k4,
-    tile_q4_k as avx2_tile_q4_k, tile_q6_k as avx2_tile_q6_k,
+    f16_pair, f16_splat, prompt_q4_k as avx2_prompt_q4_k, q4_k_mins_and_scales, q6_values,
+    scale_shuffle_k4, tile_q6_k as avx2_tile_q6_k,
 };
 use crate::cpu::x86::{hsum, hsum_i32, prefetch_tile, tiled_fold};
 
@@ -162,7 +162,7 @@ pub(crate) fn tile_q4_k<const RP: usize, const RN: usize>(
     // whole quads of rows: the mins' sums come four rows to a register
     const { assert!(RN == 2 * RP && RN.is_multiple_of(4) && RN <= 8) };
     let Some(pairs) = paired_rows(w[0], Q4_K_BYTES, q, i0, RN) else {
-        return avx2_tile_q4_k::<1, RN>(w, q, i0, out);
+        return avx2_prompt_q4_k::<RN>(w, q, i0, out);
     };
     let nb = q.blocks_per_row;
     let (pair0, quad0) = (i0 / 2, i0 / 4);
