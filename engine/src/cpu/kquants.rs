@@ -55,7 +55,7 @@ use rayon::prelude::*;
 
 use super::formats::{KFormat, QK_K};
 use super::quantize::Q8KRows;
-use super::{KDot, KKernels, KPrompt, KTile, Kernels, kernels};
+use super::{KDot, KKernels, KPanel, KPrompt, KTile, Kernels, kernels};
 use crate::gguf::WeightBytes;
 
 /// A weight matrix `[n, k]` in ggml K-quant layout (row-major, `k / 256` blocks per row).
@@ -135,6 +135,7 @@ impl KMatrix {
     }
 
     fn matmul_q_on(&self, table: &Kernels, q: &Q8KRows, m: usize, out: &mut [f32]) {
+        let panel = table.q4_k_panel;
         let table = self.kernels(table);
         assert_eq!(q.rows, m, "Q8KRows holds {} rows, not {m}", q.rows);
         assert_eq!(
@@ -148,18 +149,25 @@ impl KMatrix {
         }
         if m == 1 {
             // One activation row: `[n]` in weight-row order is already the output layout.
-            self.dot_rows(table, q, 1, out);
+            self.dot_rows(table, None, q, 1, out);
             return;
         }
         // Tasks own contiguous runs of weight rows, so they write `[n, m]`; transpose after.
         let mut out_t = super::scratch::overwritten(self.n * m);
-        self.dot_rows(table, q, m, &mut out_t);
+        self.dot_rows(table, panel, q, m, &mut out_t);
         super::transpose::transpose_into(&out_t, self.n, m, out);
         super::scratch::release(out_t);
     }
 
     /// `out_t[r * m + i]` = weight row `r` · activation row `i`.
-    fn dot_rows(&self, table: &KKernels, q: &Q8KRows, m: usize, out_t: &mut [f32]) {
+    fn dot_rows(
+        &self,
+        table: &KKernels,
+        q4_k_panel: Option<KPanel>,
+        q: &Q8KRows,
+        m: usize,
+        out_t: &mut [f32],
+    ) {
         if let Some(tiled) = table.tiled.filter(|_| m >= TILED_MIN_ROWS) {
             let kernel = tiled.dot;
             return self.par_tasks(m, out_t, |r0, dst| match tiled.prompt {
@@ -168,6 +176,25 @@ impl KMatrix {
             });
         }
         let kernel = table.dot;
+        if let Some(panel) = q4_k_panel.filter(|_| {
+            m >= PROMPT_TAIL && self.format == KFormat::Q4K && self.n.is_multiple_of(PANEL_ROWS)
+        }) {
+            // ggml's gemm takes the activation rows in fours, its gemv the rest (`q4_k_fold`)
+            let m_gemm = m - m % 4;
+            let rows_per_task = self.rows_per_task().next_multiple_of(PANEL_ROWS);
+            return self.par_tasks_of(rows_per_task, m, out_t, |r0, dst| {
+                let mut scratch = Vec::new();
+                for (j, dst) in dst.chunks_mut(PANEL_ROWS * m).enumerate() {
+                    let w = std::array::from_fn(|r| self.row(r0 + PANEL_ROWS * j + r));
+                    panel(&w, q, m_gemm, &mut scratch, dst);
+                    for (r, w) in w.iter().enumerate() {
+                        for i in m_gemm..m {
+                            dst[r * m + i] = kernel(w, q.row(i));
+                        }
+                    }
+                }
+            });
+        }
         if m < PROMPT_TAIL {
             // Decode, and prompts too short for a prompt tile: the table may take several weight
             // rows per pass (AVX2 does for Q4_K; its Q6_K tiles did not beat the one-row kernel,
@@ -215,7 +242,21 @@ impl KMatrix {
     /// Splits `out_t` (`[n, m]`) into tasks of contiguous weight rows; `task(r0, dst)` fills
     /// rows `r0..` of it.
     fn par_tasks(&self, m: usize, out_t: &mut [f32], task: impl Fn(usize, &mut [f32]) + Sync) {
-        let rows_per_task = (self.n / (rayon::current_num_threads() * 8)).clamp(16, 4096);
+        self.par_tasks_of(self.rows_per_task(), m, out_t, task)
+    }
+
+    fn rows_per_task(&self) -> usize {
+        (self.n / (rayon::current_num_threads() * 8)).clamp(16, 4096)
+    }
+
+    /// [`Self::par_tasks`] with `rows_per_task` weight rows a task.
+    fn par_tasks_of(
+        &self,
+        rows_per_task: usize,
+        m: usize,
+        out_t: &mut [f32],
+        task: impl Fn(usize, &mut [f32]) + Sync,
+    ) {
         out_t
             .par_chunks_mut(rows_per_task * m)
             .enumerate()
@@ -285,6 +326,9 @@ impl KMatrix {
         i
     }
 }
+
+/// Weight rows of a table's Q4_K prompt panel (`Kernels::q4_k_panel`).
+pub(crate) const PANEL_ROWS: usize = 16;
 
 /// Prompt tiles: one weight row × 8 activation rows, then one × 4 for what is left.
 pub(crate) const PROMPT_TILE: usize = 8;
@@ -593,6 +637,19 @@ mod tests {
     fn tiles_match_llamacpp_schedule_exactly() {
         for format in [KFormat::Q4K, KFormat::Q6K] {
             assert_tiles_exact(format, 37, 1024, 21);
+        }
+    }
+
+    /// As above with whole panels of weight rows (`Kernels::q4_k_panel`, where the table has
+    /// one), on one thread and on two (tasks of whole panels).
+    #[test]
+    fn panels_match_llamacpp_schedule_exactly() {
+        for threads in [1, 2] {
+            let pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .build()
+                .unwrap();
+            pool.install(|| assert_tiles_exact(KFormat::Q4K, 3 * PANEL_ROWS, 1024, 23));
         }
     }
 

@@ -39,6 +39,7 @@ pub(crate) fn kernels() -> Kernels {
             decode: None,
             tiled: None,
         },
+        q4_k_panel: None,
         attention: None,
         ggml_attention: None,
         gemm_acc: gemm_acc_portable,

@@ -13,6 +13,7 @@ pub(crate) mod blocks;
 pub(crate) mod decode;
 pub(crate) mod f16;
 pub(crate) mod kquants;
+pub(crate) mod panel;
 
 use crate::cpu::kquants::{PROMPT_TAIL, PROMPT_TILE, Q4K_DECODE_ROWS};
 use crate::cpu::row_pairs::PairLayout;
@@ -51,6 +52,9 @@ pub(crate) fn kernels() -> Kernels {
     table.q4_k.decode =
         Some(|w, q, i, out| unsafe { decode::q4_k::<Q4K_DECODE_ROWS>(w, q, i, out) });
     table.q6_k.dot = |w, y| unsafe { decode::vec_dot_q6_k(w, y) };
+    // SAFETY: see the module docs.
+    table.q4_k_panel =
+        Some(|w, q, m, scratch, dst| unsafe { panel::panel_q4_k(w, q, m, scratch, dst) });
     // SAFETY (the three closures): see the module docs.
     table.f16 = Some(crate::cpu::f16::F16Kernels {
         lanes: 16,
