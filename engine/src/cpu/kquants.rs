@@ -135,7 +135,10 @@ impl KMatrix {
     }
 
     fn matmul_q_on(&self, table: &Kernels, q: &Q8KRows, m: usize, out: &mut [f32]) {
-        let panel = table.q4_k_panel;
+        let panel = match self.format {
+            KFormat::Q4K => table.q4_k_panel,
+            KFormat::Q6K => table.q6_k_panel,
+        };
         let table = self.kernels(table);
         assert_eq!(q.rows, m, "Q8KRows holds {} rows, not {m}", q.rows);
         assert_eq!(
@@ -163,11 +166,41 @@ impl KMatrix {
     fn dot_rows(
         &self,
         table: &KKernels,
-        q4_k_panel: Option<KPanel>,
+        panel: Option<KPanel>,
         q: &Q8KRows,
         m: usize,
         out_t: &mut [f32],
     ) {
+        // A table's panel for this format where it has one (whole panels of weight rows): the
+        // activation rows it takes (in fours) and the one-row kernel for the rest — Q4_K: ggml's
+        // gemm for the fours, its gemv for the rest (`q4_k_fold`); Q6_K: the tiled order for
+        // all, from `TILED_MIN_ROWS` rows (`tiled_fold`).
+        let plan = panel
+            .filter(|_| self.n.is_multiple_of(PANEL_ROWS))
+            .and_then(|p| match self.format {
+                KFormat::Q4K if m >= PROMPT_TAIL => Some((p, table.dot)),
+                KFormat::Q6K => table
+                    .tiled
+                    .filter(|_| m >= TILED_MIN_ROWS)
+                    .map(|t| (p, t.dot)),
+                _ => None,
+            });
+        if let Some((panel, kernel)) = plan {
+            let m_panel = m - m % 4;
+            let rows_per_task = self.rows_per_task().next_multiple_of(PANEL_ROWS);
+            return self.par_tasks_of(rows_per_task, m, out_t, |r0, dst| {
+                let mut scratch = Vec::new();
+                for (j, dst) in dst.chunks_mut(PANEL_ROWS * m).enumerate() {
+                    let w = std::array::from_fn(|r| self.row(r0 + PANEL_ROWS * j + r));
+                    panel(&w, q, m_panel, &mut scratch, dst);
+                    for (r, w) in w.iter().enumerate() {
+                        for i in m_panel..m {
+                            dst[r * m + i] = kernel(w, q.row(i));
+                        }
+                    }
+                }
+            });
+        }
         if let Some(tiled) = table.tiled.filter(|_| m >= TILED_MIN_ROWS) {
             let kernel = tiled.dot;
             return self.par_tasks(m, out_t, |r0, dst| match tiled.prompt {
@@ -176,30 +209,14 @@ impl KMatrix {
             });
         }
         let kernel = table.dot;
-        if let Some(panel) = q4_k_panel.filter(|_| {
-            m >= PROMPT_TAIL && self.format == KFormat::Q4K && self.n.is_multiple_of(PANEL_ROWS)
-        }) {
-            // ggml's gemm takes the activation rows in fours, its gemv the rest (`q4_k_fold`)
-            let m_gemm = m - m % 4;
-            let rows_per_task = self.rows_per_task().next_multiple_of(PANEL_ROWS);
-            return self.par_tasks_of(rows_per_task, m, out_t, |r0, dst| {
-                let mut scratch = Vec::new();
-                for (j, dst) in dst.chunks_mut(PANEL_ROWS * m).enumerate() {
-                    let w = std::array::from_fn(|r| self.row(r0 + PANEL_ROWS * j + r));
-                    panel(&w, q, m_gemm, &mut scratch, dst);
-                    for (r, w) in w.iter().enumerate() {
-                        for i in m_gemm..m {
-                            dst[r * m + i] = kernel(w, q.row(i));
-                        }
-                    }
-                }
-            });
-        }
         if m < PROMPT_TAIL {
             // Decode, and prompts too short for a prompt tile: the table may take several weight
             // rows per pass (AVX2 does for Q4_K; its Q6_K tiles did not beat the one-row kernel,
             // as the 6-bit recombination is per weight row either way and is most of the work).
-            if let Some(tile) = table.decode {
+            if let Some(tile) = table
+                .decode
+                .filter(|_| self.row_bytes() * Q4K_DECODE_ROWS <= DECODE_TILE_BYTES)
+            {
                 return self.par_tasks(m, out_t, |r0, dst| {
                     self.dot_tiled::<Q4K_DECODE_ROWS>(q, r0, dst, kernel, |j0, j1, dst| {
                         self.tile_pass(tile, q, r0, j0..j1, 0, dst)
@@ -327,7 +344,7 @@ impl KMatrix {
     }
 }
 
-/// Weight rows of a table's Q4_K prompt panel (`Kernels::q4_k_panel`).
+/// Weight rows of a table's K-quant prompt panels (`Kernels::q4_k_panel`, `q6_k_panel`).
 pub(crate) const PANEL_ROWS: usize = 16;
 
 /// Prompt tiles: one weight row × 8 activation rows, then one × 4 for what is left.
@@ -338,6 +355,11 @@ pub(crate) const PROMPT_TAIL: usize = 4;
 pub(crate) const TILED_MIN_ROWS: usize = 8;
 /// Decode (and m < `PROMPT_TAIL`): weight rows per Q4_K tile.
 pub(crate) const Q4K_DECODE_ROWS: usize = 4;
+/// Most bytes of the weight rows of one decode tile: a tile of longer rows (a down projection's:
+/// 4 rows of 5760 bytes in Gemma 3 4B) read them at ~22 GB/s here against ~40 row by row, while
+/// shorter rows are faster in tiles (the same layer's gate and up: ~25.5 ms a token row by row,
+/// ~21 in tiles; `companion bench --profile`, alternating builds).
+const DECODE_TILE_BYTES: usize = 8192;
 /// Most weight bytes per group of `dot_tiled`: well inside an L2 cache.
 const GROUP_BYTES: usize = 128 << 10;
 
@@ -640,8 +662,8 @@ mod tests {
         }
     }
 
-    /// As above with whole panels of weight rows (`Kernels::q4_k_panel`, where the table has
-    /// one), on one thread and on two (tasks of whole panels).
+    /// As above with whole panels of weight rows (`Kernels::q4_k_panel`, `q6_k_panel`, where
+    /// the table has them), on one thread and on two (tasks of whole panels).
     #[test]
     fn panels_match_llamacpp_schedule_exactly() {
         for threads in [1, 2] {
@@ -649,7 +671,9 @@ mod tests {
                 .num_threads(threads)
                 .build()
                 .unwrap();
-            pool.install(|| assert_tiles_exact(KFormat::Q4K, 3 * PANEL_ROWS, 1024, 23));
+            for format in [KFormat::Q4K, KFormat::Q6K] {
+                pool.install(|| assert_tiles_exact(format, 3 * PANEL_ROWS, 1024, 23));
+            }
         }
     }
 

@@ -64,8 +64,8 @@ pub(crate) type OffsetGroupFn = fn(
     g0: usize,
 );
 
-/// `kquants::PANEL_ROWS` consecutive Q4_K weight rows × activation rows `0..m` (a multiple of
-/// 4) into `dst[r * rows + i]`, with a scratch buffer reused between calls.
+/// `kquants::PANEL_ROWS` consecutive K-quant weight rows × activation rows `0..m` (a multiple
+/// of 4) into `dst[r * rows + i]`, with a scratch buffer reused between calls.
 pub(crate) type KPanel =
     fn(&[&[u8]; kquants::PANEL_ROWS], &Q8KRows, usize, &mut Vec<u8>, &mut [f32]);
 
@@ -165,9 +165,10 @@ pub struct Kernels {
     pub(crate) q5_0_offset: Option<OffsetKernels>,
     pub(crate) q4_k: KKernels,
     pub(crate) q6_k: KKernels,
-    /// Q4_K prompts in panels of weight rows with lanes for rows, as ggml's repacked gemm
-    /// (`x86::avx512::panel`); none: the prompt tiles.
+    /// K-quant prompts in panels of weight rows with lanes for rows, as ggml's repacked Q4_K
+    /// gemm (`x86::avx512::panel`); none: the prompt tiles.
     pub(crate) q4_k_panel: Option<KPanel>,
+    pub(crate) q6_k_panel: Option<KPanel>,
     pub(crate) attention: Option<AttentionKernels>,
     /// Where attention is llama.cpp's x86 flash attention (`ggml_attention`) rather than the
     /// chunk-invariant kernel of `attention`.

@@ -205,6 +205,7 @@ macro_rules! table {
                 tiled: None,
             },
             q4_k_panel: None,
+            q6_k_panel: None,
             attention: Some(AttentionKernels {
                 scores4: |q, k, keys| unsafe { attention::scores4(q, k, keys) },
                 mad: |o, v, p| unsafe { attention::mad(o, v, p) },

@@ -40,6 +40,7 @@ pub(crate) fn kernels() -> Kernels {
             tiled: None,
         },
         q4_k_panel: None,
+        q6_k_panel: None,
         attention: None,
         ggml_attention: None,
         gemm_acc: gemm_acc_portable,

@@ -81,6 +81,7 @@ pub(crate) fn kernels() -> Kernels {
             }),
         },
         q4_k_panel: None,
+        q6_k_panel: None,
         attention: None,
         ggml_attention: Some(GgmlAttentionKernels {
             dot_f16: |x, y| unsafe { attention::dot_f16(x, y) },

@@ -70,6 +70,15 @@ pub(crate) fn q4_k<const RM: usize>(
     q4_k_rows(w, y, out)
 }
 
+/// One Q4_K weight row · one activation row: `vec_dot_q4_k_q8_k`'s result (the gemv's fold).
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+pub(crate) fn vec_dot_q4_k(w: &[u8], y: Q8KRow<'_>) -> f32 {
+    let [y] = tile_rows_of([w], Q4_K_BYTES, y);
+    let mut out = [[0f32; 1]];
+    q4_k_rows([w], y, &mut out);
+    out[0][0]
+}
+
 /// `RM` consecutive Q4_K weight rows · `y` (lengths checked).
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]

@@ -47,14 +47,17 @@ pub(crate) fn kernels() -> Kernels {
             kquants::tile_q6_k::<{ PROMPT_TAIL / 2 }, PROMPT_TAIL, false>(w, q, i, out)
         },
     ));
-    // SAFETY (the two closures): see the module docs. Q6_K decodes row by row, as in the AVX2
+    // SAFETY (the three closures): see the module docs. Q6_K decodes row by row, as in the AVX2
     // table: its 4-row tile streamed from memory at 41 GB/s against 69 for one row here.
     table.q4_k.decode =
         Some(|w, q, i, out| unsafe { decode::q4_k::<Q4K_DECODE_ROWS>(w, q, i, out) });
+    table.q4_k.dot = |w, y| unsafe { decode::vec_dot_q4_k(w, y) };
     table.q6_k.dot = |w, y| unsafe { decode::vec_dot_q6_k(w, y) };
-    // SAFETY: see the module docs.
+    // SAFETY (the two closures): see the module docs.
     table.q4_k_panel =
         Some(|w, q, m, scratch, dst| unsafe { panel::panel_q4_k(w, q, m, scratch, dst) });
+    table.q6_k_panel =
+        Some(|w, q, m, scratch, dst| unsafe { panel::panel_q6_k(w, q, m, scratch, dst) });
     // SAFETY (the three closures): see the module docs.
     table.f16 = Some(crate::cpu::f16::F16Kernels {
         lanes: 16,
