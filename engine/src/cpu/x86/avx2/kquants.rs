@@ -50,7 +50,8 @@ fn q6_scales(scales: __m128i, i: usize) -> __m256i {
     ))
 }
 
-fn check_lengths(w: &[u8], block_bytes: usize, y: Q8KRow<'_>) -> usize {
+/// The blocks of `w`, with `y`'s lengths checked against them.
+pub(crate) fn check_lengths(w: &[u8], block_bytes: usize, y: Q8KRow<'_>) -> usize {
     let nb = w.len() / block_bytes;
     assert!(
         w.len() == nb * block_bytes

@@ -21,7 +21,9 @@ use std::arch::x86_64::*;
 use crate::cpu::formats::q4_k::BYTES as Q4_K_BYTES;
 use crate::cpu::formats::{QK_K, q6_k::BYTES as Q6_K_BYTES};
 use crate::cpu::quantize::{BSUMS, Q8KRow, Q8KRows};
-use crate::cpu::x86::avx2::kquants::{f16_pair, f16_splat, q4_k_mins_and_scales, tile_rows};
+use crate::cpu::x86::avx2::kquants::{
+    check_lengths, f16_pair, f16_splat, q4_k_mins_and_scales, tile_rows,
+};
 use crate::cpu::x86::{hsum, hsum_i32_4, prefetch_tile, q4_k_fold};
 
 /// i16 lanes `0..16` of `a`, then `b` in lanes `16..32`.
@@ -36,25 +38,6 @@ fn halves(a: __m256i, b: __m256i) -> __m512i {
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
 fn halves_i16(lo: i16, hi: i16) -> __m512i {
     halves(_mm256_set1_epi16(lo), _mm256_set1_epi16(hi))
-}
-
-/// `y` with its lengths checked against `nb` blocks of `block_bytes` in each of `w`.
-fn tile_rows_of<'a, const RM: usize>(
-    w: [&[u8]; RM],
-    block_bytes: usize,
-    y: Q8KRow<'a>,
-) -> [Q8KRow<'a>; 1] {
-    for w in w {
-        let nb = w.len() / block_bytes;
-        assert!(
-            w.len() == nb * block_bytes
-                && y.d.len() == nb
-                && y.qs.len() == nb * QK_K
-                && y.bsums.len() == nb * BSUMS,
-            "weight row and activation row lengths disagree"
-        );
-    }
-    [y]
 }
 
 /// `RM` consecutive Q4_K weight rows · activation row `i0`: per super-block, each row's
@@ -73,7 +56,7 @@ pub(crate) fn q4_k<const RM: usize>(
 /// One Q4_K weight row · one activation row: `vec_dot_q4_k_q8_k`'s result (the gemv's fold).
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
 pub(crate) fn vec_dot_q4_k(w: &[u8], y: Q8KRow<'_>) -> f32 {
-    let [y] = tile_rows_of([w], Q4_K_BYTES, y);
+    check_lengths(w, Q4_K_BYTES, y);
     let mut out = [[0f32; 1]];
     q4_k_rows([w], y, &mut out);
     out[0][0]
@@ -140,7 +123,7 @@ fn q4_k_rows<const RM: usize>(w: [&[u8]; RM], y: Q8KRow<'_>, out: &mut [[f32; 1]
 /// One Q6_K weight row · one activation row: `vec_dot_q6_k_q8_k::<false>`'s result.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
 pub(crate) fn vec_dot_q6_k(w: &[u8], y: Q8KRow<'_>) -> f32 {
-    let [y] = tile_rows_of([w], Q6_K_BYTES, y);
+    check_lengths(w, Q6_K_BYTES, y);
     let mut out = [[0f32; 1]];
     q6_k_rows([w], y, &mut out);
     out[0][0]
