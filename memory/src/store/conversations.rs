@@ -105,7 +105,7 @@ impl Store {
     pub fn rename_conversation(&self, id: &ConversationId, title: &str) -> Result<()> {
         self.in_transaction(|tx| {
             let n = tx.execute(
-                "UPDATE conversations SET title = ?2, updated_at = ?3 WHERE id = ?1",
+                "UPDATE conversations SET title = ?2, updated_at = max(updated_at, ?3) WHERE id = ?1",
                 params![id.as_str(), title, now_ms()],
             )?;
             if n == 0 {

@@ -139,7 +139,7 @@ impl Store {
                 ],
             )?;
             tx.execute(
-                "UPDATE conversations SET updated_at = ?2 WHERE id = ?1",
+                "UPDATE conversations SET updated_at = max(updated_at, ?2) WHERE id = ?1",
                 params![conversation, now],
             )?;
             crate::search::index_message(tx, &ConversationId(conversation), id, text)
@@ -186,7 +186,7 @@ impl Store {
                 params![conversation.as_str(), seq],
             )?;
             tx.execute(
-                "UPDATE conversations SET updated_at = ?2 WHERE id = ?1",
+                "UPDATE conversations SET updated_at = max(updated_at, ?2) WHERE id = ?1",
                 params![conversation.as_str(), now_ms()],
             )?;
             super::snapshots::take_snapshot_row(tx, conversation)
@@ -225,7 +225,7 @@ pub(crate) fn insert_message(
                 |r| r.get(0),
             )?;
             tx.execute(
-                "UPDATE conversations SET updated_at = ?2 WHERE id = ?1",
+                "UPDATE conversations SET updated_at = max(updated_at, ?2) WHERE id = ?1",
                 params![conversation.as_str(), now],
             )?;
             (seq, now, now)

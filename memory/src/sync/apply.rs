@@ -10,7 +10,10 @@
 //! - messages, summaries, tool calls: created once, identified by uid, so never duplicated; a
 //!   message's body (a reply stopped or edited) is a register; their deletion is final — a
 //!   later edit of a deleted message is kept out, not resurrected. A conversation's deletion
-//!   takes the messages made before it with it;
+//!   takes the messages made before it with it; a summary goes when its first or last
+//!   message goes;
+//! - a row that a deletion lost to (a change stamped after it) keeps an `updated_at` no
+//!   earlier than the deletion, wherever it was deleted first;
 //! - a record whose parent has not arrived (a message before its conversation; a summary
 //!   before its messages) waits in `sync_pending` and is applied when the parent comes;
 //! - messages are ordered by their creation stamp, so two devices that added to the same
@@ -20,7 +23,7 @@ use std::collections::{HashMap, HashSet};
 
 use rusqlite::{OptionalExtension, Transaction, params};
 
-use super::clock::{MAX_HLC, Stamp};
+use super::clock::{MAX_HLC, Stamp, millis};
 use super::export::stamps;
 use super::folder::is_device_id;
 use super::record::{Body, Kind, Record};
@@ -178,6 +181,16 @@ fn merge(
     }
 }
 
+/// The `updated_at` of a row created again after a deletion stamped `tombstone`: no earlier
+/// than the deletion. A device that kept the row (a change newer than the deletion had
+/// arrived first) merged into it the times of changes the deletion then took, which a device
+/// that deleted it first never sees again; those times are all before the deletion's stamp
+/// (a stamp is never behind the wall clock of the change it follows), so both take the
+/// deletion's time and agree. `delete` does the same where the row stays.
+fn after_deletion(updated_at: i64, tombstone: Option<&Stamp>) -> i64 {
+    tombstone.map_or(updated_at, |t| updated_at.max(millis(t.hlc)))
+}
+
 fn conversation_exists(tx: &Transaction<'_>, uid: &str) -> Result<bool> {
     Ok(tx
         .query_row("SELECT 1 FROM conversations WHERE id = ?1", [uid], |_| {
@@ -252,7 +265,7 @@ pub(crate) fn apply(tx: &Transaction<'_>, record: &Record, fx: &mut Effects) -> 
                         uid,
                         title_value,
                         created_at,
-                        updated_at,
+                        after_deletion(*updated_at, tombstone),
                         model,
                         if m.take.contains("settings") {
                             settings.value.to_string()
@@ -370,9 +383,19 @@ pub(crate) fn apply(tx: &Transaction<'_>, record: &Record, fx: &mut Effects) -> 
             model,
             created_at,
             created,
+            first_created,
             ..
         } => {
             if tombstone.is_some() || known.contains_key("created") {
+                return Ok(Outcome::Ignored);
+            }
+            // it covers a message the conversation's deletion took (created before it): it
+            // went with that message, as `delete_message` takes it where it was already here
+            if let Some(first_created) = first_created
+                && stamps(tx, Kind::Conversation, conversation)?
+                    .get("~")
+                    .is_some_and(|t| first_created <= t)
+            {
                 return Ok(Outcome::Ignored);
             }
             if let Some(outcome) = parent_conversation(tx, conversation, created)? {
@@ -441,7 +464,12 @@ pub(crate) fn apply(tx: &Transaction<'_>, record: &Record, fx: &mut Effects) -> 
                     tx.execute(
                         "INSERT INTO notes (title, text, conversation_id, created_at, updated_at, uid)
                          VALUES ('', '', ?1, ?2, ?3, ?4)",
-                        params![conversation, created_at, updated_at, uid],
+                        params![
+                            conversation,
+                            created_at,
+                            after_deletion(*updated_at, tombstone),
+                            uid
+                        ],
                     )?;
                     tx.last_insert_rowid()
                 }
@@ -623,6 +651,10 @@ fn delete(
                 return Ok(());
             }
             // changed after the deletion elsewhere: it stays, without what the deletion took
+            tx.execute(
+                "UPDATE conversations SET updated_at = max(updated_at, ?2) WHERE id = ?1",
+                params![uid, millis(at.hlc)],
+            )?;
             for f in &older {
                 let sql = match f.as_str() {
                     "title" => "UPDATE conversations SET title = '' WHERE id = ?1",
@@ -672,6 +704,10 @@ fn delete(
                 forget_stamps(tx, kind, uid)?;
                 return Ok(());
             }
+            tx.execute(
+                "UPDATE notes SET updated_at = max(updated_at, ?2) WHERE id = ?1",
+                params![id, millis(at.hlc)],
+            )?;
             for f in &older {
                 let sql = match f.as_str() {
                     "title" => "UPDATE notes SET title = '' WHERE id = ?1",
@@ -701,7 +737,16 @@ fn delete(
     Ok(())
 }
 
-/// Delete one message with its search entry and the summaries that covered it.
+/// Delete one message with its search entry and the summaries that begin or end with it.
+///
+/// Only those: a summary names its first and last messages, and whether it exists must not
+/// depend on the order files arrive. A message stamped between them that arrived after the
+/// summary was made (another device's, written at the same time) sits inside its range on a
+/// device that had it first and outside it on one that had the summary first; deleting it must
+/// take the summary on both or neither. Every deletion Companion makes takes a suffix of the
+/// conversation where it is made (an edit, a regeneration) or a prefix of it by stamp (the
+/// conversation's deletion), so a summary that covered a deleted message of its own always
+/// loses an end with it.
 fn delete_message(tx: &Transaction<'_>, uid: &str, fx: &mut Effects) -> Result<()> {
     let Some((id, conversation, seq)) = tx
         .query_row(
@@ -724,7 +769,7 @@ fn delete_message(tx: &Transaction<'_>, uid: &str, fx: &mut Effects) -> Result<(
         [id],
     )?;
     tx.execute(
-        "DELETE FROM summaries WHERE conversation_id = ?1 AND first_seq <= ?2 AND last_seq >= ?2",
+        "DELETE FROM summaries WHERE conversation_id = ?1 AND (first_seq = ?2 OR last_seq = ?2)",
         params![conversation, seq],
     )?;
     tx.execute("DELETE FROM messages WHERE id = ?1", [id])?;

@@ -188,10 +188,13 @@ fn row_record(
             .optional()?,
         Kind::Summary => conn
             .query_row(
-                "SELECT s.conversation_id, f.uid, l.uid, s.text, s.token_count, s.model, s.created_at
+                "SELECT s.conversation_id, f.uid, l.uid, s.text, s.token_count, s.model, s.created_at,
+                    c.hlc, c.device
                  FROM summaries s
                  JOIN messages f ON f.conversation_id = s.conversation_id AND f.seq = s.first_seq
                  JOIN messages l ON l.conversation_id = s.conversation_id AND l.seq = s.last_seq
+                 LEFT JOIN sync_clocks c ON c.kind = 'message' AND c.uid = f.uid
+                    AND c.field = 'created'
                  WHERE s.uid = ?1",
                 [uid],
                 |r| {
@@ -205,6 +208,10 @@ fn row_record(
                         model: r.get(5)?,
                         created_at: r.get(6)?,
                         created: s("created"),
+                        first_created: match (r.get::<_, Option<i64>>(7)?, r.get::<_, Option<String>>(8)?) {
+                            (Some(hlc), Some(device)) => Some(Stamp::new(hlc as u64, device)),
+                            _ => None,
+                        },
                     })
                 },
             )

@@ -107,6 +107,13 @@ pub enum Record {
         model: String,
         created_at: i64,
         created: Stamp,
+        /// The creation stamp of its first message. A conversation's deletion takes the
+        /// messages created before it without a tombstone each, and the summaries covering
+        /// them; this tells a device that never saw the first message (or saw it taken) that
+        /// the summary went with it, instead of waiting for that message forever. Absent in
+        /// files from before it was added (such a summary waits, as it always did).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        first_created: Option<Stamp>,
     },
     Note {
         uid: String,
@@ -185,7 +192,16 @@ impl Record {
                 v
             }
             Record::Message { created, body, .. } => vec![created, &body.at],
-            Record::Summary { created, .. } | Record::ToolCall { created, .. } => vec![created],
+            Record::Summary {
+                created,
+                first_created,
+                ..
+            } => {
+                let mut v = vec![created];
+                v.extend(first_created.as_ref());
+                v
+            }
+            Record::ToolCall { created, .. } => vec![created],
             Record::Note {
                 created,
                 title,

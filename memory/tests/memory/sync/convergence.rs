@@ -224,9 +224,9 @@ proptest! {
     #![proptest_config(ProptestConfig {
         cases: 48,
         failure_persistence: None,
-        // pinned, as every random test here is: the same cases on every run. Another seed
-        // explores further: an unpinned run found a three-device case that leaves a record
-        // waiting for its parent (recorded in the stop note of 2026-12-07; not fixed yet)
+        // pinned, as every random test here is: the same cases on every run. To explore
+        // further, run it with `RngSeed::Random` and more cases: that is how the cases in
+        // `races.rs` were found
         rng_seed: proptest::test_runner::RngSeed::Fixed(0x5EED_0041),
         ..ProptestConfig::default()
     })]

@@ -3,6 +3,7 @@
 //! twice (as conflict copies), half-written first, or not until the end.
 
 mod convergence;
+mod races;
 mod scenarios;
 
 use std::collections::BTreeMap;
@@ -107,6 +108,17 @@ impl Device {
             ),
         }
     }
+}
+
+/// The texts of a conversation's messages on `device`, in order.
+pub fn texts(device: &Device, conversation: &memory::ConversationId) -> Vec<String> {
+    device
+        .store
+        .messages(conversation)
+        .unwrap()
+        .into_iter()
+        .map(|m| m.text)
+        .collect()
 }
 
 /// Everything a user can see of the synced data (and the search index built from it).

@@ -8,17 +8,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use memory::sync::folder::{FolderIo, OsFolder};
 use memory::{NewSummary, NewToolCall, Role, SyncOptions, ToolOutcome};
 
-use super::{Device, Rng, Visible, carry, settle};
-
-fn texts(device: &Device, conversation: &memory::ConversationId) -> Vec<String> {
-    device
-        .store
-        .messages(conversation)
-        .unwrap()
-        .into_iter()
-        .map(|m| m.text)
-        .collect()
-}
+use super::{Device, Rng, Visible, carry, settle, texts};
 
 fn two(dir: &Path) -> (Device, Device) {
     (Device::new(dir, "mac"), Device::new(dir, "iphone"))
