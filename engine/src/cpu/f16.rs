@@ -9,8 +9,10 @@
 //!   `ggml_compute_forward_mul_mat` tries first for F16 × F16) — one accumulator of 8 (AVX2)
 //!   or 16 (AVX-512) lanes over the whole row, the tail loaded zero-padded, then its `hsum`.
 //!
-//! Other CPUs (portable, NEON) take the AVX2 one-row order for every row: Gemma 4 on those is
-//! not held to llama.cpp's bits (see `cpu::kquants`).
+//! Other CPUs take the AVX2 one-row order for every row: the portable table through the
+//! reference loops, the aarch64 tables through NEON kernels in that order
+//! (`cpu::aarch64::f16`). Gemma 4 on those is not held to llama.cpp's bits: llama.cpp's ARM
+//! build multiplies F16 in f16 arithmetic (see `cpu::kquants`).
 
 use half::f16;
 use half::slice::HalfFloatSliceExt;

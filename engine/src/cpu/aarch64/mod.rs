@@ -11,7 +11,7 @@
 //!
 //! Files: `dot` (the dot steps, `smmla`, f16 conversions, through `asm!` where Rust's
 //! intrinsics are unstable), `blocks` and `blocks_i8mm` (Q5_0, Q8_0), `kquants` and
-//! `kquants_i8mm` (Q4_K, Q6_K),
+//! `kquants_i8mm` (Q4_K, Q6_K), `f16` (F16 weights: Gemma 4's per-layer projection),
 //! `attention`, `gemm`, `ops` (Q8_0 quantization, the GELU gate), `tables` (the three
 //! tables), `tests`.
 //!
@@ -51,6 +51,7 @@
 //! | Q8_0 quantization | `quantize_row_q8_0` NEON | 8 ld, 8 `fabs`, 7 `fmax`, `fmaxv`, 8 `fmul`, 8 `fcvtns`, 12 `sqxtn`, 4 st, f16 scale (`half`) | the same up to `fcvtns`, then 32 lane moves and byte stores |
 //! | attention scores (4 keys) / `mad` | ggml flash attention's f16 dot / `ggml_vec_mad_f16` | per 8 values and key: 1 ld, 2 `fcvtl`, 2 `fmla` (+ q ld shared) / 1 ld, 2 `fcvtl`, 2 ld, 2 `fmla`, 2 st | per 8 values: 2 ld (F16 vectors), 2 `fcvtl`, 2 `fmla` |
 //! | `gemm_acc`, 4 × 8 tile | `simd_gemm` (`simd-gemm.h`) | per k: 2 ld, 4 `dup`, 8 `fmla` | the same shape |
+//! | F16 × f32, one output (`vec_dot`) | `ggml_vec_dot_f16` (x86's 8-lane order; ggml NEON sums in f16) | per 8 values: 1 w ld, 2 `fcvtl`, 2 x ld, 2 `fmla` | per 8 values (fp16 arithmetic): 1 w ld, 1 x ld, 1 `fmla` (f16) |
 //! | GELU gate | `ggml_vec_geglu_f32` with `GGML_GELU_FP16` | per 4 values: 1 ld, 1 `fcvtn`, 1 st, then 4 table lookups | 1 scalar f16 conversion per value |
 //!
 //! Not vectorized, and why: Q8_K quantization (ggml has no NEON `quantize_row_q8_K` either —
@@ -64,6 +65,7 @@ mod attention;
 mod blocks;
 mod blocks_i8mm;
 mod dot;
+mod f16;
 mod gemm;
 mod kquants;
 mod kquants_i8mm;

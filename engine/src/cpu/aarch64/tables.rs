@@ -8,12 +8,13 @@
 //! (NEON: every aarch64 CPU).
 
 use crate::cpu::blocks::{ROWS_1, TILE_M, TILE_N};
+use crate::cpu::f16::F16Kernels;
 use crate::cpu::kquants::{PROMPT_TAIL, PROMPT_TILE, Q4K_DECODE_ROWS};
 use crate::cpu::quantize::quantize_q8_k_row;
 use crate::cpu::row_pairs::PairLayout;
 use crate::cpu::{AttentionKernels, BlockKernels, Isa, KKernels, KPrompt, Kernels};
 
-use super::{attention, gemm, ops};
+use super::{attention, f16, gemm, ops};
 
 /// The entry points of one level: `$dot` is its integer dot step, `$feature` its target
 /// features.
@@ -214,7 +215,13 @@ macro_rules! table {
             ggml_attention: None,
             gemm_acc: |c, a, b, m, k, n| unsafe { gemm::gemm_acc(c, a, b, m, k, n) },
             geglu: |g, u, t| unsafe { ops::geglu(g, u, t) },
-            f16: None,
+            // `ggml_vec_dot_f16`'s 8-lane order for every row count (`cpu::f16`)
+            f16: Some(F16Kernels {
+                lanes: 8,
+                vec_dot: |w, x| unsafe { f16::vec_dot(w, x) },
+                tiny_blas: |w, x| unsafe { f16::tiny_blas(w, x) },
+                tile: |w, x, out| unsafe { f16::tile(w, x, out) },
+            }),
         }
     };
 }
