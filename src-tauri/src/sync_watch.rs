@@ -117,12 +117,20 @@ fn outcome_sentence(report: &memory::SyncReport) -> String {
     if report.applied_records > 0 {
         parts.push(format!("received {} change(s)", report.applied_records));
     }
-    if parts.is_empty() {
+    let sentence = if parts.is_empty() {
         "Up to date.".to_string()
     } else {
         let mut s = parts.join(", ");
         s.replace_range(..1, &s[..1].to_uppercase());
         s + "."
+    };
+    if report.copied_from.is_some() {
+        // a restored backup or a copied database: it now syncs as a device of its own
+        format!(
+            "This device's data was copied from another device; it now syncs as a device of its own. {sentence}"
+        )
+    } else {
+        sentence
     }
 }
 
@@ -327,5 +335,10 @@ mod tests {
             outcome_sentence(&r),
             "Sent 2 change(s), received 5 change(s)."
         );
+        r.copied_from = Some("0123456789abcdef".into());
+        assert!(
+            outcome_sentence(&r).starts_with("This device's data was copied from another device")
+        );
+        assert!(outcome_sentence(&r).ends_with("Sent 2 change(s), received 5 change(s)."));
     }
 }

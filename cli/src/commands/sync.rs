@@ -110,6 +110,13 @@ pub fn run(mut args: Args) -> Result<()> {
         report.device,
         folder.display()
     )?;
+    if let Some(old) = &report.copied_from {
+        writeln!(
+            out,
+            "this database is a copy of device {old}'s (a restored backup or a copied file): it now syncs as {}, sent everything it has and applies what {old} wrote",
+            report.device
+        )?;
+    }
     if report.wrote.is_empty() {
         writeln!(out, "wrote: nothing new")?;
     } else {

@@ -104,3 +104,44 @@ fn two_databases_sync_through_a_folder() {
     ok(&companion(&phone, &["sync"]));
     assert_eq!(list(&phone).trim(), "[]");
 }
+
+/// A database file copied to a second device (or a backup restored there) while the first
+/// writes on: the copy says so in one line, takes an id of its own, and both end the same.
+#[test]
+fn a_copied_database_says_so_and_syncs_as_a_device_of_its_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mac, copy) = (dir.path().join("mac.db"), dir.path().join("copy.db"));
+    let folder = dir.path().join("iCloud Drive");
+    std::fs::create_dir(&folder).unwrap();
+    let f = folder.to_str().unwrap();
+    let file = dir.path().join("export.json");
+    std::fs::write(&file, export()).unwrap();
+    ok(&companion(
+        &mac,
+        &["conversations", "import", file.to_str().unwrap()],
+    ));
+    ok(&companion(&mac, &["sync", "--folder", f]));
+    std::fs::copy(&mac, &copy).unwrap();
+
+    ok(&companion(
+        &mac,
+        &["conversations", "rename", "0f6c", "Renamed after the copy"],
+    ));
+    ok(&companion(&mac, &["sync"]));
+    let out = ok(&companion(&copy, &["sync", "--folder", f]));
+    assert!(out.contains("this database is a copy of device"), "{out}");
+    let list = |db: &Path| ok(&companion(db, &["conversations", "list", "--json"]));
+    assert!(list(&copy).contains("Renamed after the copy"));
+
+    // the next rounds are ordinary ones, and the two are two devices
+    let out = ok(&companion(&copy, &["sync"]));
+    assert!(!out.contains("copy of device"), "{out}");
+    ok(&companion(&mac, &["sync"]));
+    assert_eq!(list(&mac), list(&copy));
+    let id = |db: &Path| -> String {
+        let s: serde_json::Value =
+            serde_json::from_str(&ok(&companion(db, &["sync", "status", "--json"]))).unwrap();
+        s["device"].as_str().unwrap().to_string()
+    };
+    assert_ne!(id(&mac), id(&copy));
+}

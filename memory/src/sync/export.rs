@@ -103,6 +103,16 @@ pub(crate) fn everything(conn: &Connection) -> Result<Vec<(Kind, String)>> {
     Ok(out)
 }
 
+/// Every row's and tombstone's records, in the order they are written: a snapshot's contents.
+pub(crate) fn whole_state(conn: &Connection) -> Result<Vec<Record>> {
+    let mut records = Vec::new();
+    for (kind, uid) in everything(conn)? {
+        records.extend(records_for(conn, kind, &uid)?);
+    }
+    sort_for_writing(&mut records);
+    Ok(records)
+}
+
 /// The records that carry row (kind, uid): its state when it exists, its tombstone when it
 /// has one (a row deleted and then changed again elsewhere has both).
 pub(crate) fn records_for(conn: &Connection, kind: Kind, uid: &str) -> Result<Vec<Record>> {

@@ -23,10 +23,11 @@
 //! A misbehaving folder loses nothing: a partial, damaged or conflicting file is skipped and
 //! read again next round; a file from a newer format waits, with a notice, for an update;
 //! each file is applied in one transaction that also records it as applied, so a kill at
-//! any point leaves either all of it or none. A device deletes only its own files, and only
-//! segments that every device seen in the last [`SyncOptions::peer_expiry_ms`] has applied;
-//! they are replaced by a snapshot of the whole state, from which a device that joins late or
-//! comes back after months starts.
+//! any point leaves either all of it or none. A database that finds itself copied (a backup
+//! restored on a second device) takes a new device id ([`identity`]). A device deletes only
+//! its own files, and only segments that every device seen in the last
+//! [`SyncOptions::peer_expiry_ms`] has applied; they are replaced by a snapshot of the whole
+//! state, from which a device that joins late or comes back after months starts.
 
 pub mod clock;
 pub mod folder;
@@ -34,6 +35,8 @@ pub mod record;
 
 mod apply;
 mod export;
+mod identity;
+mod outgoing;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -111,6 +114,12 @@ pub struct SyncReport {
     pub notices: Vec<Notice>,
     /// This device's segments folded into a snapshot (its number), if any were.
     pub compacted: Option<u64>,
+    /// Set when this database found another copy of itself writing under its device id (a
+    /// backup restored on a second device, a copied database file): the id it had. It took a
+    /// new one (`device`), sent its whole state under it, and now applies the old id's files
+    /// as another device's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub copied_from: Option<String>,
 }
 
 /// Another device as this one knows it.
@@ -214,16 +223,23 @@ impl Store {
             )));
         }
         let root = folder.join(folder::ROOT);
-        let device = self.sync_device()?;
+        let list_own = |device: &str| {
+            let mine = root.join(device);
+            opts.io.list(&mine).map_err(|e| Error::io("read", &mine, e))
+        };
+        let mut device = self.sync_device()?;
+        let mut own_files = list_own(&device)?;
+        let copied_from = self.new_identity_if_copied(&own_files, opts)?;
+        if copied_from.is_some() {
+            device = self.sync_device()?;
+            own_files = list_own(&device)?;
+        }
         let mine = root.join(&device);
         let mut report = SyncReport {
             device: device.clone(),
+            copied_from,
             ..Default::default()
         };
-        let own_files = opts
-            .io
-            .list(&mine)
-            .map_err(|e| Error::io("read", &mine, e))?;
         self.export_changes(&own_files, opts, &mut report)?;
         self.flush_outgoing(&mine, opts)?;
         self.apply_others(&root, &device, opts, &mut report)?;
@@ -235,77 +251,6 @@ impl Store {
                 r.get::<_, i64>(0)
             })? as usize;
         Ok(report)
-    }
-
-    /// Read this device's changes since its last segment into new segments, kept in the
-    /// database until they are in the folder (so a kill between the two writes them later,
-    /// under the same names and with the same bytes).
-    fn export_changes(
-        &self,
-        own_files: &[String],
-        opts: &SyncOptions,
-        report: &mut SyncReport,
-    ) -> Result<()> {
-        self.in_transaction(|tx| {
-            let st = state(tx)?;
-            let (rows, newest) = export::changed_since(tx, &st.device, st.exported)?;
-            if rows.is_empty() {
-                return Ok(());
-            }
-            let mut records = Vec::new();
-            for (kind, uid) in rows {
-                records.extend(export::records_for(tx, kind, &uid)?);
-            }
-            export::sort_for_writing(&mut records);
-            // never reuse a number already in the folder (a database restored from a backup
-            // has an older counter): other devices would take it as applied
-            let in_folder = own_files
-                .iter()
-                .filter_map(|n| match folder::parse_name(n) {
-                    Some(FileKind::Segment(n)) | Some(FileKind::Snapshot(n)) => Some(n),
-                    None => None,
-                })
-                .max()
-                .unwrap_or(0);
-            let mut next = st.next_segment.max(in_folder + 1);
-            for chunk in records.chunks(opts.records_per_segment.max(1)) {
-                let name = folder::file_name(FileKind::Segment(next));
-                let bytes = folder::encode(&st.device, FileKind::Segment(next), chunk);
-                tx.execute(
-                    "INSERT OR REPLACE INTO sync_outgoing (name, bytes) VALUES (?1, ?2)",
-                    params![name, bytes],
-                )?;
-                report
-                    .wrote
-                    .push(format!("{}/{}/{name}", folder::ROOT, st.device));
-                report.wrote_records += chunk.len();
-                next += 1;
-            }
-            tx.execute(
-                "UPDATE sync_state SET exported = ?1, next_segment = ?2",
-                params![newest as i64, next as i64],
-            )?;
-            Ok(())
-        })
-    }
-
-    fn flush_outgoing(&self, mine: &Path, opts: &SyncOptions) -> Result<()> {
-        let outgoing: Vec<(String, Vec<u8>)> = {
-            let mut stmt = self
-                .conn
-                .prepare("SELECT name, bytes FROM sync_outgoing ORDER BY name")?;
-            let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?;
-            rows.collect::<rusqlite::Result<_>>()?
-        };
-        for (name, bytes) in outgoing {
-            let path = mine.join(&name);
-            opts.io
-                .write_atomic(&path, &bytes)
-                .map_err(|e| Error::io("write", &path, e))?;
-            self.conn
-                .execute("DELETE FROM sync_outgoing WHERE name = ?1", [&name])?;
-        }
-        Ok(())
     }
 
     fn apply_others(
@@ -591,14 +536,7 @@ impl Store {
         if everywhere < snapshot + opts.compact_after || everywhere == 0 {
             return Ok(None);
         }
-        let records = {
-            let mut records = Vec::new();
-            for (kind, uid) in export::everything(&self.conn)? {
-                records.extend(export::records_for(&self.conn, kind, &uid)?);
-            }
-            export::sort_for_writing(&mut records);
-            records
-        };
+        let records = export::whole_state(&self.conn)?;
         let name = folder::file_name(FileKind::Snapshot(everywhere));
         let path = mine.join(&name);
         let bytes = folder::encode(device, FileKind::Snapshot(everywhere), &records);

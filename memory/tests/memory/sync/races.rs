@@ -139,3 +139,90 @@ fn a_conversation_kept_after_a_deletion_has_one_update_time_everywhere() {
     settle(&[&mac, &phone], &mut Rng(7));
     assert_eq!(mac.visible(), phone.visible());
 }
+
+/// A copy of `device`'s database on a new device (a backup restored onto a new phone, a
+/// database file copied to a second Mac), with an empty view of the sync folder.
+fn restored(dir: &std::path::Path, name: &str, backup: &std::path::Path) -> Device {
+    let db = dir.join(name).join("companion.db");
+    std::fs::create_dir_all(db.parent().unwrap()).unwrap();
+    std::fs::copy(backup, &db).unwrap();
+    Device::new(dir, name)
+}
+
+fn backup(device: &Device, to: &std::path::Path) {
+    rusqlite::Connection::open(&device.db)
+        .unwrap()
+        .execute("VACUUM INTO ?1", [to.to_str().unwrap()])
+        .unwrap();
+}
+
+/// A phone restored from a backup made before it wrote more: the restored copy finds files in
+/// its directory that it never wrote, takes a new id, and gets back what was written after
+/// the backup; nothing is lost anywhere.
+#[test]
+fn a_database_restored_from_a_backup_gets_back_what_was_written_after_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let mac = Device::new(dir.path(), "mac");
+    let phone = Device::new(dir.path(), "old-phone");
+    let c = mac.conversation("restored");
+    mac.append(&c.id, Role::User, "before the backup");
+    settle(&[&mac, &phone], &mut Rng(8));
+    let saved = dir.path().join("backup.db");
+    backup(&phone, &saved);
+    phone.append(&c.id, Role::User, "after the backup");
+    phone.round();
+
+    // the old phone is wiped; the new one starts from the backup and the folder as it is
+    let new_phone = restored(dir.path(), "new-phone", &saved);
+    carry(&[&mac, &phone, &new_phone], &mut Rng(8), false);
+    let old_id = phone.store.sync_device().unwrap();
+    assert_eq!(new_phone.store.sync_device().unwrap(), old_id);
+    let report = new_phone.round();
+    assert_eq!(report.copied_from.as_deref(), Some(old_id.as_str()));
+    assert_ne!(report.device, old_id);
+    assert_eq!(
+        texts(&new_phone, &c.id),
+        ["before the backup", "after the backup"]
+    );
+
+    new_phone.append(&c.id, Role::User, "on the new phone");
+    settle(&[&mac, &new_phone], &mut Rng(8));
+    assert_eq!(mac.visible(), new_phone.visible());
+    assert_eq!(
+        texts(&mac, &c.id),
+        ["before the backup", "after the backup", "on the new phone"]
+    );
+}
+
+/// Two devices running copies of one database: the copy that sees the other's file takes a
+/// new id; every change of both reaches all three devices.
+#[test]
+fn two_copies_of_one_database_sync_as_two_devices() {
+    let dir = tempfile::tempdir().unwrap();
+    let mac = Device::new(dir.path(), "mac");
+    let phone = Device::new(dir.path(), "phone");
+    let c = mac.conversation("copied");
+    mac.append(&c.id, Role::User, "before the copy");
+    settle(&[&mac, &phone], &mut Rng(9));
+    let saved = dir.path().join("copy.db");
+    backup(&phone, &saved);
+    let copy = restored(dir.path(), "second-phone", &saved);
+
+    phone.append(&c.id, Role::User, "on the phone");
+    phone.round();
+    copy.append(&c.id, Role::User, "on the copy");
+    carry(&[&mac, &phone, &copy], &mut Rng(9), false);
+    let report = copy.round();
+    assert!(report.copied_from.is_some());
+    settle(&[&mac, &phone, &copy], &mut Rng(9));
+
+    assert_eq!(mac.visible(), phone.visible());
+    assert_eq!(mac.visible(), copy.visible());
+    let mut got = texts(&mac, &c.id);
+    got.sort();
+    assert_eq!(got, ["before the copy", "on the copy", "on the phone"]);
+    assert_ne!(
+        phone.store.sync_device().unwrap(),
+        copy.store.sync_device().unwrap()
+    );
+}
