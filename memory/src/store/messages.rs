@@ -177,7 +177,7 @@ impl Store {
                     (SELECT id FROM messages WHERE conversation_id = ?1 AND seq >= ?2)",
                 params![conversation.as_str(), seq],
             )?;
-            tx.execute(
+            let deleted = tx.execute(
                 "DELETE FROM messages WHERE conversation_id = ?1 AND seq >= ?2",
                 params![conversation.as_str(), seq],
             )?;
@@ -185,10 +185,14 @@ impl Store {
                 "DELETE FROM summaries WHERE conversation_id = ?1 AND last_seq >= ?2",
                 params![conversation.as_str(), seq],
             )?;
-            tx.execute(
-                "UPDATE conversations SET updated_at = max(updated_at, ?2) WHERE id = ?1",
-                params![conversation.as_str(), now_ms()],
-            )?;
+            // only a change counts as one: `updated_at` moves with a stamped change (sync
+            // relies on it being no later than one, `sync::apply::after_deletion`)
+            if deleted > 0 {
+                tx.execute(
+                    "UPDATE conversations SET updated_at = max(updated_at, ?2) WHERE id = ?1",
+                    params![conversation.as_str(), now_ms()],
+                )?;
+            }
             super::snapshots::take_snapshot_row(tx, conversation)
         })?;
         if let Some(file) = file {

@@ -9,7 +9,7 @@ use rusqlite::Connection;
 use crate::error::{Error, Result};
 
 /// The schema version this code writes.
-pub const SCHEMA_VERSION: i64 = 7;
+pub const SCHEMA_VERSION: i64 = 8;
 
 /// Version 1: conversations, messages, L2 summaries and KV snapshot records.
 const V1: &str = "
@@ -403,6 +403,13 @@ WHEN (SELECT applying FROM sync_state) = 0 BEGIN
 END;
 ";
 
+/// Version 8: the marks of this database's last two `progress.json` writes in the sync folder
+/// (`crate::sync::identity`): a mark there that is neither shows another copy of the
+/// database writing under its device id.
+const V8: &str = "
+ALTER TABLE sync_state ADD COLUMN progress_marks TEXT NOT NULL DEFAULT '';
+";
+
 /// One upgrade step: SQL, then Rust for what SQL cannot do (filling a new index).
 struct Step {
     sql: &'static str,
@@ -437,6 +444,10 @@ const STEPS: [Step; SCHEMA_VERSION as usize] = [
     Step {
         sql: V7,
         after: Some(crate::sync::stamp_existing_rows),
+    },
+    Step {
+        sql: V8,
+        after: None,
     },
 ];
 

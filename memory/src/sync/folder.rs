@@ -67,6 +67,11 @@ pub struct Progress {
     pub through: std::collections::BTreeMap<String, u64>,
     /// When it was written (the writer's wall clock, ms).
     pub written_at: i64,
+    /// A random value new at each write, which the writing database remembers: another copy
+    /// of that database finds one it did not write (`sync::identity`). Absent from files of
+    /// older Companions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mark: Option<String>,
 }
 
 /// The file name of `kind`.

@@ -229,7 +229,7 @@ impl Store {
         };
         let mut device = self.sync_device()?;
         let mut own_files = list_own(&device)?;
-        let copied_from = self.new_identity_if_copied(&own_files, opts)?;
+        let copied_from = self.new_identity_if_copied(&root.join(&device), &own_files, opts)?;
         if copied_from.is_some() {
             device = self.sync_device()?;
             own_files = list_own(&device)?;
@@ -243,7 +243,7 @@ impl Store {
         self.export_changes(&own_files, opts, &mut report)?;
         self.flush_outgoing(&mine, opts)?;
         self.apply_others(&root, &device, opts, &mut report)?;
-        self.publish_progress(&mine, &device, opts)?;
+        self.publish_progress(&mine, &device, opts, !report.wrote.is_empty())?;
         report.compacted = self.fold_own_segments(&root, &device, opts)?;
         report.waiting = self
             .conn
@@ -452,7 +452,16 @@ impl Store {
         Ok(fx.applied)
     }
 
-    fn publish_progress(&self, mine: &Path, device: &str, opts: &SyncOptions) -> Result<()> {
+    /// Write `progress.json` when it changed, is a day old, or this round `wrote` segments (so
+    /// that another copy of this database writing under the same id sees a mark it does not
+    /// know: `identity`).
+    fn publish_progress(
+        &self,
+        mine: &Path,
+        device: &str,
+        opts: &SyncOptions,
+        wrote: bool,
+    ) -> Result<()> {
         let through = {
             let mut stmt = self
                 .conn
@@ -463,7 +472,8 @@ impl Store {
         let path = mine.join("progress.json");
         // unchanged, and said within the day: not written again, so that a round here does not
         // look like news to the other devices (each would then run a round that writes its own)
-        if let Ok(bytes) = opts.io.read(&path)
+        if !wrote
+            && let Ok(bytes) = opts.io.read(&path)
             && let Ok(old) = serde_json::from_slice::<Progress>(&bytes)
             && old.through == through
             && old.written_at > now_ms() - PROGRESS_REFRESH_MS
@@ -475,6 +485,7 @@ impl Store {
             device: device.to_string(),
             through,
             written_at: now_ms(),
+            mark: Some(self.new_progress_mark()?),
         };
         let bytes = serde_json::to_vec_pretty(&progress).unwrap_or_default();
         opts.io
@@ -498,6 +509,14 @@ impl Store {
             .into_iter()
             .filter_map(|n| folder::parse_name(&n).map(|k| (k, n)))
             .collect();
+        // a file numbered past what this database gave out is another copy's, written since
+        // this round began (`identity` takes a new id next round): fold nothing now
+        let given_out = state(&self.conn)?.next_segment;
+        if own.iter().any(|(k, _)| match k {
+            FileKind::Segment(n) | FileKind::Snapshot(n) => *n >= given_out,
+        }) {
+            return Ok(None);
+        }
         let last_segment = own
             .iter()
             .filter_map(|(k, _)| match k {

@@ -421,8 +421,26 @@ pub(crate) fn apply(tx: &Transaction<'_>, record: &Record, fx: &mut Effects) -> 
                     None => return Ok(Outcome::Waiting(m.clone())),
                 }
             }
-            if seqs[0] > seqs[1] {
+            // in the order of the ends' creation stamps, the order `finish` gives them: their
+            // seqs may not be renumbered yet (a message of this file inserted at the end)
+            let created_of = |m: &str| -> Result<Option<Stamp>> {
+                Ok(stamps(tx, Kind::Message, m)?.get("created").cloned())
+            };
+            if created_of(first)? > created_of(last)? {
                 return Ok(Outcome::Ignored);
+            }
+            if seqs[0] > seqs[1] {
+                // put the conversation in that order now, so the summary's range is its own
+                if order::renumber(tx, conversation)? {
+                    fx.stale_snapshots.insert(conversation.clone());
+                }
+                for (seq, m) in seqs.iter_mut().zip([first, last]) {
+                    *seq = tx.query_row(
+                        "SELECT seq FROM messages WHERE uid = ?1 AND conversation_id = ?2",
+                        params![m, conversation],
+                        |r| r.get(0),
+                    )?;
+                }
             }
             tx.execute(
                 "INSERT INTO summaries (conversation_id, first_seq, last_seq, text, token_count,
@@ -749,7 +767,9 @@ fn delete(
 /// take the summary on both or neither. Every deletion Companion makes takes a suffix of the
 /// conversation where it is made (an edit, a regeneration) or a prefix of it by stamp (the
 /// conversation's deletion), so a summary that covered a deleted message of its own always
-/// loses an end with it.
+/// loses an end with it. Left as it is: a summary made on one device while another edited
+/// away messages inside its range (before either heard of the other) keeps summarizing them,
+/// the same everywhere, until the conversation's next summary replaces it.
 fn delete_message(tx: &Transaction<'_>, uid: &str, fx: &mut Effects) -> Result<()> {
     let Some((id, conversation, seq)) = tx
         .query_row(

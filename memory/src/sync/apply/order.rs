@@ -33,20 +33,23 @@ pub(crate) fn finish(tx: &Transaction<'_>, fx: &mut Effects) -> Result<()> {
 
 /// Give the conversation's messages `seq` 0, 1, … in the order of their creation stamps;
 /// `true` when any had to move (or a deletion left a gap), which makes its KV snapshot stale.
-fn renumber(tx: &Transaction<'_>, conversation: &str) -> Result<bool> {
-    let rows: Vec<(i64, i64, i64, String)> = {
+pub(super) fn renumber(tx: &Transaction<'_>, conversation: &str) -> Result<bool> {
+    let rows: Vec<(i64, i64, i64, String, String)> = {
         let mut stmt = tx.prepare(
-            "SELECT m.id, m.seq, coalesce(c.hlc, 0), coalesce(c.device, '') FROM messages m
+            "SELECT m.id, m.seq, coalesce(c.hlc, 0), coalesce(c.device, ''), coalesce(m.uid, '')
+             FROM messages m
              LEFT JOIN sync_clocks c ON c.kind = 'message' AND c.uid = m.uid AND c.field = 'created'
              WHERE m.conversation_id = ?1",
         )?;
         let rows = stmt.query_map([conversation], |r| {
-            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
         })?;
         rows.collect::<rusqlite::Result<_>>()?
     };
     let mut ordered = rows.clone();
-    ordered.sort_by(|a, b| (a.2, &a.3, a.1).cmp(&(b.2, &b.3, b.1)));
+    // one database never gives two changes one stamp; two copies of it can, until one takes
+    // a new id (`sync::identity`): the uid then decides, the same everywhere
+    ordered.sort_by(|a, b| (a.2, &a.3, &a.4, a.1).cmp(&(b.2, &b.3, &b.4, b.1)));
     if ordered.iter().enumerate().all(|(i, r)| r.1 == i as i64) {
         return Ok(false);
     }

@@ -226,3 +226,39 @@ fn two_copies_of_one_database_sync_as_two_devices() {
         copy.store.sync_device().unwrap()
     );
 }
+
+/// Two live copies that write the same segment number before either sees the other's: the
+/// folder keeps one of the two files, and the copy whose file lost finds a progress mark it did
+/// not write, takes a new id and sends everything; no change of either is lost.
+#[test]
+fn two_copies_writing_the_same_segment_at_once_lose_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let mac = Device::new(dir.path(), "mac");
+    let phone = Device::new(dir.path(), "phone");
+    let c = mac.conversation("written at once");
+    mac.append(&c.id, Role::User, "before the copy");
+    settle(&[&mac, &phone], &mut Rng(10));
+    let saved = dir.path().join("copy.db");
+    backup(&phone, &saved);
+    let copy = restored(dir.path(), "second-phone", &saved);
+    // its view of the folder, as the cloud gives it (the copy's first round sees its own
+    // directory as it was, nothing newer)
+    carry(&[&mac, &phone, &copy], &mut Rng(10), false);
+
+    phone.append(&c.id, Role::User, "on the phone");
+    copy.append(&c.id, Role::User, "on the copy");
+    let (a, b) = (phone.round(), copy.round());
+    assert_eq!(a.wrote, b.wrote, "both wrote the same segment");
+    assert!(b.copied_from.is_none());
+    // the folder keeps the phone's file (the copy's view is overwritten with it)
+    carry(&[&mac, &phone, &copy], &mut Rng(10), false);
+    let report = copy.round();
+    assert!(report.copied_from.is_some(), "{report:?}");
+    settle(&[&mac, &phone, &copy], &mut Rng(10));
+
+    assert_eq!(mac.visible(), phone.visible());
+    assert_eq!(mac.visible(), copy.visible());
+    let mut got = texts(&mac, &c.id);
+    got.sort();
+    assert_eq!(got, ["before the copy", "on the copy", "on the phone"]);
+}
