@@ -269,6 +269,12 @@ fn look(
     }
     lock(&inner.view).syncing = true;
     let result = store.sync_round(&folder);
+    // a round can give this device a new id (a copied database): its own directory is then
+    // another, and the old one is another device's
+    let device = match &result {
+        Ok(report) => report.device.clone(),
+        Err(_) => status.device.clone(),
+    };
     let mut view = lock(&inner.view);
     view.syncing = false;
     view.last_round_at = Some(memory::types::now_ms());
@@ -300,7 +306,7 @@ fn look(
         }
     }
     drop(view);
-    *last_seen = fingerprint(&folder, &status.device);
+    *last_seen = fingerprint(&folder, &device);
     *last_round = Some((folder, Instant::now()));
     *unsent_before = None;
 }

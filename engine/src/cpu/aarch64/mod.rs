@@ -27,6 +27,19 @@
 //! `qemu-aarch64` the teacher-forced agreement with llama.cpp holds with the x86 thresholds
 //! (`scripts/test-aarch64`).
 //!
+//! **Not followed yet: llama.cpp's ARM repacking.** b11434 on ARM repacks Q4_K and Q6_K
+//! weights whose row count is a multiple of 8 (`ggml-cpu/repack.cpp`,
+//! `ggml_repack_get_optimal_repack_type`): `q4_K_8x8`/`q6_K_8x8` where i8mm is compiled in,
+//! `q4_K_8x4`/`q6_K_8x4` where only dotprod is; the choice is made at compile time. Their float
+//! order differs from the non-repacked chains above: `q4_K_8x4` folds
+//! `acc = fma(d·d_y, f32(Σ two sub-blocks' scale·sum), acc)` per pair of sub-blocks and
+//! `acc −= f32(Σ min·bsum)·(dmin·d_y)` (fused) per super-block, the same in its gemv and gemm;
+//! the 8x8 kernels and Q6_K's gemv and gemm fold differently from each other, so llama.cpp's
+//! ARM results there depend on batch size. clang fuses `vmlaq_f32`/`vmlsq_f32` (one C
+//! expression under `-ffp-contract=on`), GCC 12 does not; Rust's never are (`vfmaq_f32` is).
+//! Matching them is a port of `arch/arm/repack.cpp` checked against that file built for
+//! aarch64 and run under qemu.
+//!
 //! **Speed claim, to check on a Mac** (`companion bench`; `COMPANION_CPU_KERNELS=neon` or
 //! `dotprod` forces a narrower table to compare). Instructions per block in the inner loop,
 //! counted from the source of both (loads included — ours are 16-byte `ld1`, which LLVM may pair into `ldp`; scalar scale bookkeeping and loop
