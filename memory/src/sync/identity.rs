@@ -35,17 +35,26 @@ use crate::store::Store;
 /// to a folder it left a while ago still knows its own file there.
 pub(super) const MARKS_KEPT: usize = 16;
 
+/// A new identity taken by [`Store::new_identity_if_copied`].
+pub(super) struct NewIdentity {
+    /// The device id this database had.
+    pub previous: String,
+    /// The segments queued under the new id (names), and the records in them.
+    pub files: Vec<String>,
+    pub records: usize,
+}
+
 impl Store {
-    /// When `own_files` (the names in this device's directory) show that another copy of this
-    /// database writes there, take a new device id and queue the whole state in
-    /// `sync_outgoing` under it; returns the previous id. One transaction: a kill leaves the
-    /// old identity or the new one with everything queued.
+    /// When `own_files` (the names in this device's directory `own_dir`) or its
+    /// `progress.json` show that another copy of this database writes there, take a new device
+    /// id and queue the whole state in `sync_outgoing` under it. One transaction: a kill leaves
+    /// the old identity or the new one with everything queued.
     pub(super) fn new_identity_if_copied(
         &self,
         own_dir: &Path,
         own_files: &[String],
         opts: &SyncOptions,
-    ) -> Result<Option<String>> {
+    ) -> Result<Option<NewIdentity>> {
         // an unreadable or half-written progress file proves nothing: read again next round
         let progress_mark = opts
             .io
@@ -70,7 +79,7 @@ impl Store {
             tracing::warn!(
                 device = %st.device,
                 file = %foreign,
-                "this database was copied (a file in its sync directory has a number it never gave out): it takes a new device id"
+                "this database was copied (another copy wrote in its sync directory): it takes a new device id"
             );
             // what was queued under the old id is part of the whole state sent below
             tx.execute("DELETE FROM sync_outgoing", [])?;
@@ -80,12 +89,16 @@ impl Store {
             )?;
             let device = state(tx)?.device;
             let records = export::whole_state(tx)?;
-            let queued = queue_segments(tx, &device, 1, &records, opts)?;
+            let files = queue_segments(tx, &device, 1, &records, opts)?;
             tx.execute(
                 "UPDATE sync_state SET next_segment = ?1",
-                [1 + queued.len() as i64],
+                [1 + files.len() as i64],
             )?;
-            Ok(Some(st.device))
+            Ok(Some(NewIdentity {
+                previous: st.device,
+                files,
+                records: records.len(),
+            }))
         })
     }
 

@@ -229,17 +229,23 @@ impl Store {
         };
         let mut device = self.sync_device()?;
         let mut own_files = list_own(&device)?;
-        let copied_from = self.new_identity_if_copied(&root.join(&device), &own_files, opts)?;
-        if copied_from.is_some() {
+        let copied = self.new_identity_if_copied(&root.join(&device), &own_files, opts)?;
+        if copied.is_some() {
             device = self.sync_device()?;
             own_files = list_own(&device)?;
         }
         let mine = root.join(&device);
         let mut report = SyncReport {
             device: device.clone(),
-            copied_from,
             ..Default::default()
         };
+        if let Some(copied) = copied {
+            report.copied_from = Some(copied.previous);
+            report.wrote_records = copied.records;
+            report.wrote = (copied.files.iter())
+                .map(|name| format!("{}/{device}/{name}", folder::ROOT))
+                .collect();
+        }
         self.export_changes(&own_files, opts, &mut report)?;
         self.flush_outgoing(&mine, opts)?;
         self.apply_others(&root, &device, opts, &mut report)?;

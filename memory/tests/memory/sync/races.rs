@@ -180,6 +180,12 @@ fn a_database_restored_from_a_backup_gets_back_what_was_written_after_it() {
     let report = new_phone.round();
     assert_eq!(report.copied_from.as_deref(), Some(old_id.as_str()));
     assert_ne!(report.device, old_id);
+    // it sent everything it has under the new id
+    assert_eq!(
+        report.wrote_records, 2,
+        "the conversation and its message: {report:?}"
+    );
+    assert!(report.wrote.iter().all(|f| f.contains(&report.device)));
     assert_eq!(
         texts(&new_phone, &c.id),
         ["before the backup", "after the backup"]
