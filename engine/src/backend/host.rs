@@ -4,6 +4,7 @@
 //! It computes what the forward pass did before there was a backend interface, bit for bit.
 
 use super::{AttentionSpec, Backend};
+use crate::cpu::RowSums;
 use crate::cpu::attention::{Inputs as AttentionInputs, SlotPositions, Visibility, attention};
 use crate::cpu::ops::{geglu, rms_norm_into, rms_norm_rows};
 use crate::cpu::scratch::{overwritten as scratch_overwritten, release as release_scratch};
@@ -13,11 +14,13 @@ use crate::model::{Hidden, Linear, Model, Norm, RopeTable};
 
 pub(crate) struct HostBackend<'a> {
     model: &'a Model,
+    /// How the products and the attention of several rows sum each row.
+    sums: RowSums,
 }
 
 impl<'a> HostBackend<'a> {
-    pub fn new(model: &'a Model) -> Self {
-        HostBackend { model }
+    pub fn new(model: &'a Model, sums: RowSums) -> Self {
+        HostBackend { model, sums }
     }
 }
 
@@ -55,12 +58,12 @@ impl Backend for HostBackend<'_> {
 
     fn matmul(&self, w: &Linear, x: &Vec<f32>) -> Result<Vec<f32>> {
         let (_, k) = w.shape();
-        Ok(w.matmul_host(x, rows_of(x, k))?)
+        Ok(w.matmul_host_as(x, rows_of(x, k), self.sums)?)
     }
 
     fn matmul_many(&self, ws: &[&Linear], x: &Vec<f32>) -> Result<Vec<Vec<f32>>> {
         let k = ws.first().map_or(1, |w| w.shape().1);
-        Ok(Linear::matmul_host_many(ws, x, rows_of(x, k))?)
+        Ok(Linear::matmul_host_many(ws, x, rows_of(x, k), self.sums)?)
     }
 
     fn rope(&self, x: &mut Vec<f32>, table: &RopeTable, heads: usize, start: usize) -> Result<()> {
@@ -104,7 +107,12 @@ impl Backend for HostBackend<'_> {
             },
             window: spec.window.filter(|_| spec.sliding),
         };
-        let out = attention(&AttentionInputs {
+        let cells = |filled: usize| {
+            // llama.cpp's caches hold a multiple of 256 cells (`GGML_PAD(n_ctx, 256)`, and the
+            // sliding-window cache's size likewise: llama-context.cpp, llama-kv-cache-iswa.cpp)
+            crate::cpu::ggml_attention::n_kv(view.capacity.next_multiple_of(256), filled)
+        };
+        let all = AttentionInputs {
             q: &qt,
             k: view.k,
             v: view.v,
@@ -117,13 +125,32 @@ impl Backend for HostBackend<'_> {
             seq,
             vis: &vis,
             softcap: spec.softcap,
-            // llama.cpp's caches hold a multiple of 256 cells (`GGML_PAD(n_ctx, 256)`, and the
-            // sliding-window cache's size likewise: llama-context.cpp, llama-kv-cache-iswa.cpp)
-            cells: crate::cpu::ggml_attention::n_kv(
-                view.capacity.next_multiple_of(256),
-                start + seq,
-            ),
-        });
+            cells: cells(start + seq),
+        };
+        let out = match self.sums {
+            RowSums::AsOneRow if seq > 1 => {
+                // each query as the decode step at its position runs it: alone, over the cells
+                // that step would see (the keys after it are in the cache but not visible)
+                let mut out = scratch_overwritten(seq * n_head * d);
+                let mut one = vec![0f32; n_head * d];
+                for i in 0..seq {
+                    for h in 0..n_head {
+                        one[h * d..][..d].copy_from_slice(&qt[(h * seq + i) * d..][..d]);
+                    }
+                    let row = attention(&AttentionInputs {
+                        q: &one,
+                        start: start + i,
+                        seq: 1,
+                        cells: cells(start + i + 1),
+                        ..all
+                    });
+                    out[i * n_head * d..][..n_head * d].copy_from_slice(&row);
+                    release_scratch(row);
+                }
+                out
+            }
+            _ => attention(&all),
+        };
         release_scratch(qt);
         Ok(out)
     }
@@ -198,19 +225,22 @@ impl Backend for HostBackend<'_> {
         let h = hidden.to_vec()?;
         let rows = hidden.rows();
         let weights = self.model.weights();
-        let logits = weights.output().matmul_host(&h, rows)?;
+        let mut logits = weights.output().matmul_host_as(&h, rows, self.sums)?;
         let n_vocab = self.model.arch().n_vocab;
         let cap = self.model.arch().final_softcap;
-        Ok(logits
-            .chunks_exact(n_vocab)
-            .map(|row| {
-                let mut row = row.to_vec();
-                if let Some(cap) = cap {
-                    soft_cap(&mut row, cap);
-                }
-                row
-            })
-            .collect())
+        // rows taken off the end, the buffer shrunk behind each: a 262k vocabulary's rows are a
+        // megabyte each, and a speculative check's several would otherwise be held twice
+        let mut out = Vec::with_capacity(rows);
+        for r in (0..rows).rev() {
+            let mut row = logits.split_off(r * n_vocab);
+            logits.shrink_to_fit();
+            if let Some(cap) = cap {
+                soft_cap(&mut row, cap);
+            }
+            out.push(row);
+        }
+        out.reverse();
+        Ok(out)
     }
 }
 

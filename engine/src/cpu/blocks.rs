@@ -484,6 +484,42 @@ mod tests {
         check(BlockFormat::Q8_0, quantize_q8_0_weights(&w), n, k, 9);
     }
 
+    /// Every schedule (decode tiles, prompt tiles, the one-row kernel for what is left) gives
+    /// each row of a small batch what that row alone gives, bit for bit, on every table: what
+    /// lets a speculative check (`RowSums::AsOneRow`) take these products as they are.
+    #[test]
+    fn small_batches_give_every_row_its_one_row_result() {
+        let (n, k) = (GROUP_ROWS + 5, 640);
+        let w8: Vec<f32> = activations(n, k).iter().map(|v| v * 0.3).collect();
+        for (format, data) in [
+            (BlockFormat::Q5_0, random_q5_0(n * k / QK, 3)),
+            (BlockFormat::Q8_0, quantize_q8_0_weights(&w8)),
+        ] {
+            let w = BlockMatrix::new(format, data, n, k).unwrap();
+            for table in crate::cpu::tables() {
+                for m in 2..12 {
+                    let x = activations(m, k);
+                    let all = BlockMatrix::matmul_many_on(table, &[&w], &x, m)
+                        .pop()
+                        .unwrap();
+                    for i in 0..m {
+                        let one = BlockMatrix::matmul_many_on(table, &[&w], &x[i * k..][..k], 1)
+                            .pop()
+                            .unwrap();
+                        for r in 0..n {
+                            assert_eq!(
+                                one[r].to_bits(),
+                                all[i * n + r].to_bits(),
+                                "{format:?} {} m {m}: row {i}, output {r}",
+                                table.isa
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+
     /// Every kernel table this CPU runs gives the portable table's results: the integer sums
     /// are exact, the float scaling and sums may differ in their last bits.
     #[test]

@@ -56,10 +56,10 @@ impl F16Matrix {
         }
     }
 
-    /// `x` `[m, k]` → `[m, n]`.
-    pub fn matmul(&self, x: &[f32], m: usize) -> Vec<f32> {
+    /// `x` `[m, k]` → `[m, n]` = x · Wᵀ, each row summed as `sums` says.
+    pub fn matmul_as(&self, x: &[f32], m: usize, sums: super::RowSums) -> Vec<f32> {
         let table = super::kernels();
-        let order = Order::of(table.isa, m);
+        let order = Order::of(table.isa, sums.batch(m));
         self.product(
             order,
             table.f16.as_ref().filter(|f| f.lanes == order.lanes()),
@@ -290,7 +290,7 @@ mod tests {
             .map(|i| ((i * 13 % 29) as f32 - 14.0) / 9.0)
             .collect();
         let mat = F16Matrix::new(bytes, n, k).expect("shape");
-        let got = mat.matmul(&x, m);
+        let got = mat.matmul_as(&x, m, crate::cpu::RowSums::Batched);
         let r = |v: f32| f16::from_f32(v).to_f32() as f64;
         for i in 0..m {
             for j in 0..n {

@@ -55,7 +55,7 @@ use rayon::prelude::*;
 
 use super::formats::{KFormat, QK_K};
 use super::quantize::Q8KRows;
-use super::{KDot, KKernels, KPanel, KPrompt, KTile, Kernels, kernels};
+use super::{KDot, KKernels, KPanel, KPrompt, KTile, Kernels, RowSums, kernels};
 use crate::gguf::WeightBytes;
 
 /// A weight matrix `[n, k]` in ggml K-quant layout (row-major, `k / 256` blocks per row).
@@ -114,14 +114,25 @@ impl KMatrix {
 
     /// `x` `[m, k]` → `[m, n]` = x · Wᵀ.
     pub fn matmul(&self, x: &[f32], m: usize) -> Vec<f32> {
-        self.matmul_on(kernels(), x, m)
+        self.matmul_as(x, m, RowSums::Batched)
     }
 
-    /// [`Self::matmul`] with the kernels of `table`.
-    pub(crate) fn matmul_on(&self, table: &Kernels, x: &[f32], m: usize) -> Vec<f32> {
+    /// [`Self::matmul`], each row summed as `sums` says.
+    pub fn matmul_as(&self, x: &[f32], m: usize, sums: RowSums) -> Vec<f32> {
+        self.matmul_on(kernels(), x, m, sums)
+    }
+
+    /// [`Self::matmul_as`] with the kernels of `table`.
+    pub(crate) fn matmul_on(
+        &self,
+        table: &Kernels,
+        x: &[f32],
+        m: usize,
+        sums: RowSums,
+    ) -> Vec<f32> {
         let q = Q8KRows::quantize_on(table, x, m, self.k);
         let mut out = super::scratch::overwritten(m * self.n);
-        self.matmul_q_on(table, &q, m, &mut out);
+        self.matmul_q_on(table, &q, m, sums, &mut out);
         out
     }
 
@@ -131,10 +142,10 @@ impl KMatrix {
     /// # Panics
     /// If `q` does not hold `m` rows of `k` values or `out` is not `m * n` long.
     pub fn matmul_q(&self, q: &Q8KRows, m: usize, out: &mut [f32]) {
-        self.matmul_q_on(kernels(), q, m, out)
+        self.matmul_q_on(kernels(), q, m, RowSums::Batched, out)
     }
 
-    fn matmul_q_on(&self, table: &Kernels, q: &Q8KRows, m: usize, out: &mut [f32]) {
+    fn matmul_q_on(&self, table: &Kernels, q: &Q8KRows, m: usize, sums: RowSums, out: &mut [f32]) {
         let panel = match self.format {
             KFormat::Q4K => table.q4_k_panel,
             KFormat::Q6K => table.q6_k_panel,
@@ -152,25 +163,31 @@ impl KMatrix {
         }
         if m == 1 {
             // One activation row: `[n]` in weight-row order is already the output layout.
-            self.dot_rows(table, None, q, 1, out);
+            self.dot_rows(table, None, q, RowSums::Batched, out);
             return;
         }
         // Tasks own contiguous runs of weight rows, so they write `[n, m]`; transpose after.
         let mut out_t = super::scratch::overwritten(self.n * m);
-        self.dot_rows(table, panel, q, m, &mut out_t);
+        self.dot_rows(table, panel, q, sums, &mut out_t);
         super::transpose::transpose_into(&out_t, self.n, m, out);
         super::scratch::release(out_t);
     }
 
-    /// `out_t[r * m + i]` = weight row `r` · activation row `i`.
+    /// `out_t[r * m + i]` = weight row `r` · activation row `i` (`m` = `q.rows`). The tiles give
+    /// the one-row kernel's results bit for bit; the panels and the tiled order (llama.cpp's
+    /// x86 gemm and tiled matmul) do not, so [`RowSums::AsOneRow`] leaves them out.
     fn dot_rows(
         &self,
         table: &KKernels,
         panel: Option<KPanel>,
         q: &Q8KRows,
-        m: usize,
+        sums: RowSums,
         out_t: &mut [f32],
     ) {
+        let m = q.rows;
+        let batched = sums == RowSums::Batched;
+        let panel = panel.filter(|_| batched);
+        let tiled = table.tiled.filter(|_| batched && m >= TILED_MIN_ROWS);
         // A table's panel for this format where it has one (whole panels of weight rows): the
         // activation rows it takes (in fours) and the one-row kernel for the rest — Q4_K: ggml's
         // gemm for the fours, its gemv for the rest (`q4_k_fold`); Q6_K: the tiled order for
@@ -179,10 +196,7 @@ impl KMatrix {
             .filter(|_| self.n.is_multiple_of(PANEL_ROWS))
             .and_then(|p| match self.format {
                 KFormat::Q4K if m >= PROMPT_TAIL => Some((p, table.dot)),
-                KFormat::Q6K => table
-                    .tiled
-                    .filter(|_| m >= TILED_MIN_ROWS)
-                    .map(|t| (p, t.dot)),
+                KFormat::Q6K => tiled.map(|t| (p, t.dot)),
                 _ => None,
             });
         if let Some((panel, kernel)) = plan {
@@ -201,7 +215,7 @@ impl KMatrix {
                 }
             });
         }
-        if let Some(tiled) = table.tiled.filter(|_| m >= TILED_MIN_ROWS) {
+        if let Some(tiled) = tiled {
             let kernel = tiled.dot;
             return self.par_tasks(m, out_t, |r0, dst| match tiled.prompt {
                 KPrompt::OneRow(tile, tail) => self.prompt_tiled(tile, tail, q, r0, dst, kernel),
@@ -223,7 +237,10 @@ impl KMatrix {
                     })
                 });
             }
-        } else if let Some(prompt) = table.prompt {
+        } else if let Some(prompt) = match sums {
+            RowSums::Batched => table.prompt,
+            RowSums::AsOneRow => table.one_row_prompt.or(table.prompt),
+        } {
             return self.par_tasks(m, out_t, |r0, dst| match prompt {
                 KPrompt::OneRow(tile, tail) => self.prompt_tiled(tile, tail, q, r0, dst, kernel),
                 KPrompt::TwoRows(tile, tail) => self.prompt_tiled(tile, tail, q, r0, dst, kernel),
@@ -497,9 +514,9 @@ mod tests {
             let w = KMatrix::new(format, random_blocks(format, n * k / QK_K, 3), n, k).unwrap();
             for m in [1, 3, 5, 9] {
                 let x = activations(m, k);
-                let want = w.matmul_on(portable, &x, m);
+                let want = w.matmul_on(portable, &x, m, RowSums::Batched);
                 for table in crate::cpu::tables() {
-                    let got = w.matmul_on(table, &x, m);
+                    let got = w.matmul_on(table, &x, m, RowSums::Batched);
                     for (a, b) in got.iter().zip(&want) {
                         assert!(
                             (a - b).abs() <= 1e-5 * (1.0 + b.abs()),
@@ -531,9 +548,9 @@ mod tests {
                 for m in [1, 3, 4, 5, 8, 9, 13, 16] {
                     let mut x = activations(m, k);
                     x[..QK_K].fill(0.0); // an all-zero activation block (d = 0)
-                    let want = w.matmul_on(narrowest, &x, m);
+                    let want = w.matmul_on(narrowest, &x, m, RowSums::Batched);
                     for table in &tables {
-                        let got = w.matmul_on(table, &x, m);
+                        let got = w.matmul_on(table, &x, m, RowSums::Batched);
                         let same = got
                             .iter()
                             .zip(&want)
@@ -547,7 +564,7 @@ mod tests {
                         // tiles read pairs falls back to row-major tiles, with the same results
                         let q = Q8KRows::quantize_on(narrowest, &x, m, k);
                         let mut unpaired = vec![f32::NAN; m * n];
-                        w.matmul_q_on(table, &q, m, &mut unpaired);
+                        w.matmul_q_on(table, &q, m, RowSums::Batched, &mut unpaired);
                         assert!(
                             unpaired
                                 .iter()
@@ -835,6 +852,37 @@ mod tests {
                     q16.iter().map(|&v| v as i32).sum::<i32>(),
                     "block {b}"
                 );
+            }
+        }
+    }
+
+    /// [`RowSums::AsOneRow`]: every row of a product of 2 to 11 rows is, bit for bit, what a
+    /// product of that row alone gives, on every table this CPU runs — with whole panels of
+    /// weight rows (where x86 multiplies batches in ggml's gemm and tiled orders) and without.
+    #[test]
+    fn as_one_row_every_row_is_its_one_row_product() {
+        let k = 1024;
+        for n in [96, 90] {
+            for format in [KFormat::Q4K, KFormat::Q6K] {
+                let w = KMatrix::new(format, random_blocks(format, n * k / QK_K, 3), n, k).unwrap();
+                for table in crate::cpu::tables() {
+                    for m in 2..12 {
+                        let x = activations(m, k);
+                        let all = w.matmul_on(table, &x, m, RowSums::AsOneRow);
+                        for i in 0..m {
+                            let one =
+                                w.matmul_on(table, &x[i * k..(i + 1) * k], 1, RowSums::Batched);
+                            for r in 0..n {
+                                assert_eq!(
+                                    one[r].to_bits(),
+                                    all[i * n + r].to_bits(),
+                                    "{format:?} {} n {n} m {m}: row {i}, output {r}",
+                                    table.isa
+                                );
+                            }
+                        }
+                    }
+                }
             }
         }
     }

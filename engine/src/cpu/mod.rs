@@ -41,6 +41,31 @@ use half::f16 as F16;
 pub use features::Isa;
 use quantize::{Q8KRow, Q8KRows, Q8Rows};
 
+/// How a product of several activation rows sums each of them. llama.cpp's x86 kernels sum in
+/// an order that depends on the batch (K-quant tiles from 4 or 8 rows, tinyBLAS from 2, the
+/// attention's split only for one query), so a row multiplied in a batch can differ in its last
+/// bits from the same row alone, and a near tie can flip. A speculative check must give every
+/// row exactly what a decode step would (`crate::speculate`): it asks for [`RowSums::AsOneRow`],
+/// every row through the one-row kernels and schedule, the weights still read once for all rows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RowSums {
+    /// The fastest order for the batch (llama.cpp's own, batch size included).
+    #[default]
+    Batched,
+    /// Each row as a batch of one sums it.
+    AsOneRow,
+}
+
+impl RowSums {
+    /// The batch size whose order a product of `m` rows follows.
+    pub(crate) fn batch(self, m: usize) -> usize {
+        match self {
+            RowSums::Batched => m,
+            RowSums::AsOneRow => m.min(1),
+        }
+    }
+}
+
 /// One Q5_0 or Q8_0 weight row · activation row `i` of a [`Q8Rows`].
 pub(crate) type BlockDot = fn(&[u8], &Q8Rows, usize) -> f32;
 /// `RM` consecutive weight rows × activation rows `i..i + RN`, into `out[weight][activation]`.
@@ -94,6 +119,10 @@ pub(crate) struct KKernels {
     pub prompt: Option<KPrompt>,
     /// Decode tile (`kquants::Q4K_DECODE_ROWS` weight rows × one activation row).
     pub decode: Option<KTile<{ kquants::Q4K_DECODE_ROWS }, 1>>,
+    /// Prompt tiles whose every output is `dot`'s bit for bit, where `prompt`'s are not (x86
+    /// Q4_K: `prompt` folds as ggml's gemm, `dot` as its gemv), for [`RowSums::AsOneRow`];
+    /// `None`: `prompt`'s already are.
+    pub one_row_prompt: Option<KPrompt>,
     /// Where llama.cpp multiplies batches of at least `kquants::TILED_MIN_ROWS` rows in a
     /// different order than it multiplies fewer (x86 Q6_K, see `x86::tiled_fold`): the one-row
     /// kernel and prompt tiles for those batches.

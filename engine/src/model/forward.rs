@@ -40,7 +40,7 @@ impl Model {
         for chunk in tokens.chunks(cache.chunk()) {
             let h = self.step(b, chunk, cache, output)?;
             match output {
-                Output::All => outs.push(h),
+                Output::All | Output::AllAsDecode => outs.push(h),
                 Output::Last => {
                     for old in outs.drain(..) {
                         b.release(old);
@@ -183,7 +183,7 @@ impl Model {
         }
         cache.advance(start + seq);
         let rows = match output {
-            Output::All => x,
+            Output::All | Output::AllAsDecode => x,
             Output::Last => b.last_row(x, e)?,
         };
         let out = b.rms_norm(&rows, &w.output_norm, eps)?;

@@ -7,6 +7,7 @@ use candle_core::quantized::{GgmlDType, QMatMul};
 use candle_core::{Device, Module, Tensor};
 
 use crate::backend::BackendKind;
+use crate::cpu::RowSums;
 use crate::cpu::blocks::BlockMatrix;
 use crate::cpu::f16::F16Matrix;
 use crate::cpu::formats::{BlockFormat, KFormat};
@@ -143,17 +144,38 @@ impl Linear {
     /// `x` `[m, k]` as a host slice → `[m, n]`: the host backend. Formats without a kernel
     /// of ours go through candle on a CPU tensor.
     pub fn matmul_host(&self, x: &[f32], m: usize) -> candle_core::Result<Vec<f32>> {
+        self.matmul_host_as(x, m, RowSums::Batched)
+    }
+
+    /// [`Self::matmul_host`], each row summed as `sums` says (a format without a kernel of
+    /// ours goes through candle a row at a time for [`RowSums::AsOneRow`]).
+    pub fn matmul_host_as(
+        &self,
+        x: &[f32],
+        m: usize,
+        sums: RowSums,
+    ) -> candle_core::Result<Vec<f32>> {
         let (_, k) = self.shape();
         if x.len() != m * k {
             candle_core::bail!("matmul: {} input values are not {m} rows of {k}", x.len());
         }
         match self {
+            // every Q5_0/Q8_0 schedule gives each row its one-row result (`cpu::blocks`)
             Linear::Blocks(w) => Ok(w.matmul(x, m)),
-            Linear::KQuant(w) => Ok(w.matmul(x, m)),
-            Linear::F16(w) => Ok(w.matmul(x, m)),
+            Linear::KQuant(w) => Ok(w.matmul_as(x, m, sums)),
+            Linear::F16(w) => Ok(w.matmul_as(x, m, sums)),
             Linear::Candle { matmul, .. } => {
-                let t = Tensor::from_slice(x, (m, k), &Device::Cpu)?;
-                matmul.forward(&t)?.flatten_all()?.to_vec1::<f32>()
+                let mut out = Vec::new();
+                let rows = if sums == RowSums::AsOneRow {
+                    1
+                } else {
+                    m.max(1)
+                };
+                for part in x.chunks(rows * k) {
+                    let t = Tensor::from_slice(part, (part.len() / k, k), &Device::Cpu)?;
+                    out.extend(matmul.forward(&t)?.flatten_all()?.to_vec1::<f32>()?);
+                }
+                Ok(out)
             }
         }
     }
@@ -164,6 +186,7 @@ impl Linear {
         mats: &[&Linear],
         x: &[f32],
         m: usize,
+        sums: RowSums,
     ) -> candle_core::Result<Vec<Vec<f32>>> {
         let blocks: Option<Vec<&BlockMatrix>> = mats
             .iter()
@@ -176,7 +199,7 @@ impl Linear {
             Some(b) if b.windows(2).all(|p| p[0].cols() == p[1].cols()) => {
                 Ok(BlockMatrix::matmul_many(&b, x, m))
             }
-            _ => mats.iter().map(|l| l.matmul_host(x, m)).collect(),
+            _ => mats.iter().map(|l| l.matmul_host_as(x, m, sums)).collect(),
         }
     }
 

@@ -46,6 +46,20 @@ pub enum Output {
     Last,
     /// Every position (scoring).
     All,
+    /// Every position, each computed as a one-token step at that position computes it, bit
+    /// for bit (a speculative check, `crate::speculate`; the host backend's
+    /// [`crate::cpu::RowSums::AsOneRow`]).
+    AllAsDecode,
+}
+
+impl Output {
+    /// How the host kernels sum the rows of this output's steps.
+    fn sums(self) -> crate::cpu::RowSums {
+        match self {
+            Output::AllAsDecode => crate::cpu::RowSums::AsOneRow,
+            Output::Last | Output::All => crate::cpu::RowSums::Batched,
+        }
+    }
 }
 
 /// A loaded model: immutable, shared by every session (llama.cpp's `llama_model`).
@@ -250,7 +264,11 @@ impl Model {
         }
         let result = match (self.backend, self.active_pool()) {
             (BackendKind::Host, Some(pool)) => pool.install(|| {
-                let b = Counting::new(HostBackend::new(self), &self.ops, &self.profile);
+                let b = Counting::new(
+                    HostBackend::new(self, output.sums()),
+                    &self.ops,
+                    &self.profile,
+                );
                 self.forward_chunks(&b, tokens, cache, output)
             }),
             _ => {
@@ -267,10 +285,19 @@ impl Model {
 
     /// Logits `[rows, n_vocab]` for hidden states, soft-capped when the model says so.
     pub fn logits(&self, hidden: &Hidden) -> Result<Vec<Vec<f32>>> {
+        self.logits_of(hidden, Output::All)
+    }
+
+    /// [`Self::logits`] of the hidden states of a forward pass with `output`: each row as a
+    /// decode step's logits for [`Output::AllAsDecode`].
+    pub(crate) fn logits_of(&self, hidden: &Hidden, output: Output) -> Result<Vec<Vec<f32>>> {
         let run = || match self.backend {
-            BackendKind::Host => {
-                Counting::new(HostBackend::new(self), &self.ops, &self.profile).logits(hidden)
-            }
+            BackendKind::Host => Counting::new(
+                HostBackend::new(self, output.sums()),
+                &self.ops,
+                &self.profile,
+            )
+            .logits(hidden),
             BackendKind::Candle => {
                 Counting::new(CandleBackend::new(self), &self.ops, &self.profile).logits(hidden)
             }

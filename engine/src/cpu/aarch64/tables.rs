@@ -188,6 +188,8 @@ macro_rules! table {
                 decode: Some(|w, q, i, out| unsafe {
                     $m::q4_k_tile::<Q4K_DECODE_ROWS, 1, Q4K_DECODE_ROWS>(w, q, i, out)
                 }),
+                // the tiles already sum each row as `dot` does
+                one_row_prompt: None,
                 // llama.cpp's tiled K-quant matmul is x86's
                 tiled: None,
             },
@@ -203,6 +205,7 @@ macro_rules! table {
                 )),
                 // as on x86: Q6_K's decode is per weight row either way
                 decode: None,
+                one_row_prompt: None,
                 tiled: None,
             },
             q4_k_panel: None,

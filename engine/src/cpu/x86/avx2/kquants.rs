@@ -332,10 +332,12 @@ fn accumulate_block<const RM: usize, const RN: usize>(
 /// row's sub-block sums formed once; per 32-value sub-block, each weight row's nibbles and
 /// scale are split out once and each activation vector loaded once. Every output gets the
 /// same i32 lanes and the same f32 operations in the same order as the one-row kernel, so
-/// the results are identical. `w` are consecutive rows of one matrix, which the prefetch
+/// the results are identical — with `PAIRS` false (ggml's gemv, which folds a super-block's
+/// sums in once); with `PAIRS`, each pair of sub-blocks is folded in as ggml's gemm does for
+/// activation rows in fours. `w` are consecutive rows of one matrix, which the prefetch
 /// relies on (`prefetch_tile`); so for `tile_q6_k`.
 #[target_feature(enable = "avx2,fma,f16c")]
-pub(crate) fn tile_q4_k<const RM: usize, const RN: usize>(
+pub(crate) fn tile_q4_k<const RM: usize, const RN: usize, const PAIRS: bool>(
     w: [&[u8]; RM],
     q: &Q8KRows,
     i0: usize,
@@ -384,7 +386,7 @@ pub(crate) fn tile_q4_k<const RM: usize, const RN: usize>(
         }
         // ggml's gemv (one activation row) folds a super-block's sums in once; its gemm
         // (activation rows in fours) once per pair of sub-blocks (see `q4_k_fold`)
-        let per_pair = RN > 1;
+        let per_pair = PAIRS;
         let mut sumi = [[_mm256_setzero_si256(); RN]; RM];
         // Bytes 32j.. of the nibbles: sub-block 2j in the low nibbles, 2j + 1 in the high.
         for j in 0..QK_K / 64 {
@@ -489,7 +491,7 @@ fn mins_by_pair<const RN: usize>(m: &[__m128i; RN]) -> [__m256i; 4] {
     std::array::from_fn(|j| _mm256_set_m128i(hi[j], lo[j]))
 }
 
-/// One weight row of Q4_K × activation rows `i0..i0 + RN` (at most 8): `tile_q4_k::<1, RN>`'s
+/// One weight row of Q4_K × activation rows `i0..i0 + RN` (at most 8): `tile_q4_k::<1, RN, true>`'s
 /// results (ggml's gemm, each pair of sub-blocks folded in), with the rows' integer sums and
 /// mins terms of a pair of sub-blocks brought into one register (lane `rn`: activation row
 /// `rn`) and folded in by two 8-lane FMAs — per lane `q4_k_fold`'s operations — instead of a

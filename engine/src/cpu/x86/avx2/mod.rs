@@ -56,8 +56,13 @@ pub(crate) fn kernels() -> Kernels {
                 |w, q, i, out| unsafe { kquants::prompt_q4_k::<PROMPT_TAIL>(w, q, i, out) },
             )),
             decode: Some(|w, q, i, out| unsafe {
-                kquants::tile_q4_k::<Q4K_DECODE_ROWS, 1>(w, q, i, out)
+                kquants::tile_q4_k::<Q4K_DECODE_ROWS, 1, false>(w, q, i, out)
             }),
+            // the gemv's order for several rows at once: each output `dot`'s, bit for bit
+            one_row_prompt: Some(KPrompt::OneRow(
+                |w, q, i, out| unsafe { kquants::tile_q4_k::<1, PROMPT_TILE, false>(w, q, i, out) },
+                |w, q, i, out| unsafe { kquants::tile_q4_k::<1, PROMPT_TAIL, false>(w, q, i, out) },
+            )),
             // Q4_K is repacked in llama.cpp's x86 build, which has no tiled path for it
             tiled: None,
         },
@@ -68,6 +73,8 @@ pub(crate) fn kernels() -> Kernels {
                 |w, q, i, out| unsafe { kquants::tile_q6_k::<1, PROMPT_TAIL, false>(w, q, i, out) },
             )),
             decode: None,
+            // the tiles (`false`: not the tiled order) already sum each row as `dot` does
+            one_row_prompt: None,
             tiled: Some(KTiled {
                 dot: |w, y| unsafe { kquants::vec_dot_q6_k_q8_k::<true>(w, y) },
                 prompt: KPrompt::OneRow(

@@ -22,7 +22,7 @@ use crate::cpu::row_pairs::{
 };
 use crate::cpu::x86::avx2::kquants::{
     f16_pair, f16_splat, prompt_q4_k as avx2_prompt_q4_k, q4_k_mins_and_scales, q6_values,
-    scale_shuffle_k4, tile_q6_k as avx2_tile_q6_k,
+    scale_shuffle_k4, tile_q4_k as avx2_tile_q4_k, tile_q6_k as avx2_tile_q6_k,
 };
 use crate::cpu::x86::{hsum, hsum_i32, prefetch_tile, tiled_fold};
 
@@ -151,9 +151,11 @@ fn row_sums<const RP: usize>(sumi: &[__m512i; RP]) -> __m256i {
 /// the pair layout (AVX2's tile where `q` has none: the same results). The mins terms of four
 /// activation rows come from one register (lane group `r`: row `r`'s); the rows' sums and
 /// mins terms of a pair of sub-blocks are folded in for all rows at once, lane `rn` of a
-/// register being activation row `rn` — per lane the same operations as `q4_k_fold`.
+/// register being activation row `rn` — per lane the same operations as `q4_k_fold`. With
+/// `GEMV`, each super-block's sums are folded in once, as ggml's gemv (one activation row)
+/// does: every output is then the one-row kernel's, bit for bit (`RowSums::AsOneRow`).
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
-pub(crate) fn tile_q4_k<const RP: usize, const RN: usize>(
+pub(crate) fn tile_q4_k<const RP: usize, const RN: usize, const GEMV: bool>(
     w: [&[u8]; 1],
     q: &Q8KRows,
     i0: usize,
@@ -162,7 +164,10 @@ pub(crate) fn tile_q4_k<const RP: usize, const RN: usize>(
     // whole quads of rows: the mins' sums come four rows to a register
     const { assert!(RN == 2 * RP && RN.is_multiple_of(4) && RN <= 8) };
     let Some(pairs) = paired_rows(w[0], Q4_K_BYTES, q, i0, RN) else {
-        return avx2_prompt_q4_k::<RN>(w, q, i0, out);
+        return match GEMV {
+            true => avx2_tile_q4_k::<1, RN, false>(w, q, i0, out),
+            false => avx2_prompt_q4_k::<RN>(w, q, i0, out),
+        };
     };
     let nb = q.blocks_per_row;
     let (pair0, quad0) = (i0 / 2, i0 / 4);
@@ -204,6 +209,9 @@ pub(crate) fn tile_q4_k<const RP: usize, const RN: usize>(
         let dy = unsafe { _mm256_loadu_ps(dy.as_ptr()) };
         let d_sum = _mm256_mul_ps(_mm256_set1_ps(dw), dy);
         let d_min = _mm256_mul_ps(_mm256_set1_ps(dminw), dy);
+        // the super-block's exact integer sums, for the gemv's one fold
+        let (mut block_sums, mut block_mins) =
+            ([_mm512_setzero_si512(); RP], _mm256_setzero_si256());
         for j in 0..QK_K / 64 {
             let mut sumi = [_mm512_setzero_si512(); RP];
             // SAFETY: bytes 16 + 32j .. +32 of the block's 144; unaligned load.
@@ -226,9 +234,20 @@ pub(crate) fn tile_q4_k<const RP: usize, const RN: usize>(
             );
             let min8 =
                 _mm512_castsi512_si256(_mm512_permutex2var_epi32(min_prods[0], pick, min_prods[1]));
-            // ggml's gemm folds every pair of sub-blocks in (see `q4_k_fold`)
-            acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(row_sums(&sumi)), d_sum, acc);
-            acc_min = _mm256_fmadd_ps(_mm256_cvtepi32_ps(min8), d_min, acc_min);
+            if GEMV {
+                for (total, s) in block_sums.iter_mut().zip(&sumi) {
+                    *total = _mm512_add_epi32(*total, *s);
+                }
+                block_mins = _mm256_add_epi32(block_mins, min8);
+            } else {
+                // ggml's gemm folds every pair of sub-blocks in (see `q4_k_fold`)
+                acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(row_sums(&sumi)), d_sum, acc);
+                acc_min = _mm256_fmadd_ps(_mm256_cvtepi32_ps(min8), d_min, acc_min);
+            }
+        }
+        if GEMV {
+            acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(row_sums(&block_sums)), d_sum, acc);
+            acc_min = _mm256_fmadd_ps(_mm256_cvtepi32_ps(block_mins), d_min, acc_min);
         }
     }
     let mut rows = [0f32; 8];

@@ -30,13 +30,21 @@ pub(crate) fn kernels() -> Kernels {
             blocks::offset_group(g, width, q, s, i0, rows, dst, g0)
         };
     }
-    // SAFETY (the four closures): see the module docs.
+    // SAFETY (the six closures): see the module docs.
     table.q4_k.prompt = Some(KPrompt::OneRow(
         |w, q, i, out| unsafe {
-            kquants::tile_q4_k::<{ PROMPT_TILE / 2 }, PROMPT_TILE>(w, q, i, out)
+            kquants::tile_q4_k::<{ PROMPT_TILE / 2 }, PROMPT_TILE, false>(w, q, i, out)
         },
         |w, q, i, out| unsafe {
-            kquants::tile_q4_k::<{ PROMPT_TAIL / 2 }, PROMPT_TAIL>(w, q, i, out)
+            kquants::tile_q4_k::<{ PROMPT_TAIL / 2 }, PROMPT_TAIL, false>(w, q, i, out)
+        },
+    ));
+    table.q4_k.one_row_prompt = Some(KPrompt::OneRow(
+        |w, q, i, out| unsafe {
+            kquants::tile_q4_k::<{ PROMPT_TILE / 2 }, PROMPT_TILE, true>(w, q, i, out)
+        },
+        |w, q, i, out| unsafe {
+            kquants::tile_q4_k::<{ PROMPT_TAIL / 2 }, PROMPT_TAIL, true>(w, q, i, out)
         },
     ));
     table.q6_k.prompt = Some(KPrompt::OneRow(
