@@ -317,6 +317,8 @@ fn common(
             sampling,
             stop_strings,
             ignore_eos: false,
+            // the server's own setting (`companion serve --speculate`), set by the handler
+            speculation: Default::default(),
         },
     })
 }

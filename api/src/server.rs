@@ -56,6 +56,9 @@ pub struct ApiState {
     /// host (the app, `companion serve`), never by a request; `None`: saving is refused.
     pub(crate) store: Option<Mutex<memory::Store>>,
     next_id: AtomicU64,
+    /// Whether generations speculate (`companion serve --speculate`); the same output either
+    /// way, so no request asks.
+    pub(crate) speculation: engine::Speculation,
 }
 
 fn unix_now() -> u64 {
@@ -81,7 +84,14 @@ impl ApiState {
             queue: Arc::new(Semaphore::new(1)),
             store: store.map(Mutex::new),
             next_id: AtomicU64::new(1),
+            speculation: engine::Speculation::default(),
         }
+    }
+
+    /// Speculate as `speculation` says in every generation (the default: the engine's).
+    pub fn with_speculation(mut self, speculation: engine::Speculation) -> Self {
+        self.speculation = speculation;
+        self
     }
 
     /// The model's id now, if one is loaded.
@@ -217,10 +227,11 @@ async fn chat_completions(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    let call = match body_bytes(body).and_then(|b| request::chat_call(&b)) {
+    let mut call = match body_bytes(body).and_then(|b| request::chat_call(&b)) {
         Ok(call) => call,
         Err(e) => return e.into_response(),
     };
+    call.request.params.speculation = state.speculation;
     if let Err(e) = call.request.check() {
         return ApiError::from(e).into_response();
     }
@@ -249,7 +260,10 @@ async fn text_completions(
         )
         .into_response();
     }
-    let params = call.common.params.clone();
+    let params = engine::GenerateParams {
+        speculation: state.speculation,
+        ..call.common.params.clone()
+    };
     respond(
         state,
         call.common,

@@ -24,7 +24,7 @@ pub mod prompt;
 pub mod summarizer;
 pub mod tools;
 
-pub use documents::{DocumentJob, DocumentParams, DocumentSummary, JobProgress};
+pub use documents::{DecodeTotals, DocumentJob, DocumentParams, DocumentSummary, JobProgress};
 pub use error::{Error, Result};
 pub use manager::{
     ConversationManager, ManagerConfig, Resume, ToolTurn, ToolTurnCall, Tools, Turn, TurnEvent,

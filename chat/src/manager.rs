@@ -338,7 +338,7 @@ impl ConversationManager {
                     reply.push(&self.store, &piece)?;
                 }
                 Ok(Event::Thermal(notice)) => on_event(TurnEvent::Thermal(&notice)),
-                Ok(Event::Done(generation)) => return Ok(generation),
+                Ok(Event::Done(generation)) => return Ok(*generation),
                 Ok(Event::Error { code, message }) => {
                     return Err(engine::Error::Request { code, message }.into());
                 }

@@ -2,14 +2,14 @@
 //! generation over a summarization prompt. Greedy so that the same conversation gives the same
 //! summary; the penalty because a small model otherwise loops.
 
-use engine::{ChatMessage, EngineHandle, GenerateParams, Prompt, SamplingParams};
+use engine::{ChatMessage, EngineHandle, GenerateParams, Prompt, SamplingParams, Speculation};
 use memory::{Role, Summarizer, SummaryRequest, SummaryText};
 
 const INSTRUCTION: &str = "Summarize the conversation below in a few short sentences. Keep names, numbers, decisions and open questions. Write only the summary.";
 
 /// Greedy, so the same input gives the same summary (what lets a resumed document job equal
 /// an uninterrupted one), with a repetition penalty, because the small model otherwise loops.
-pub(crate) fn summary_params(max_tokens: usize) -> GenerateParams {
+pub(crate) fn summary_params(max_tokens: usize, speculation: Speculation) -> GenerateParams {
     GenerateParams {
         max_tokens,
         sampling: SamplingParams {
@@ -19,6 +19,7 @@ pub(crate) fn summary_params(max_tokens: usize) -> GenerateParams {
         },
         stop_strings: Vec::new(),
         ignore_eos: false,
+        speculation,
     }
 }
 
@@ -101,7 +102,7 @@ impl Summarizer for EngineSummarizer<'_> {
             // about 3 characters a token; shrink until it fits
             max_chars = (budget * 3).min(max_chars.saturating_sub(max_chars / 4).max(64));
         };
-        let params = summary_params(request.max_tokens);
+        let params = summary_params(request.max_tokens, Speculation::default());
         let session = match &self.session {
             Some(s) => s.id(),
             None => self.session.insert(self.engine.open_session()?).id(),

@@ -155,6 +155,17 @@ pub struct SamplingOptions {
     /// Stop before this text (repeatable)
     #[arg(long = "stop", value_name = "TEXT")]
     pub stop: Vec<String>,
+    #[command(flatten)]
+    pub speculation: SpeculationOption,
+}
+
+/// `--speculate`, shared by every command that generates.
+#[derive(Args, Debug, Clone)]
+pub struct SpeculationOption {
+    /// Speculative decoding: lookup (draft from the text so far and check the draft in one
+    /// pass: the same output, faster where the reply repeats it) or off
+    #[arg(long = "speculate", value_name = "MODE", default_value = "lookup")]
+    pub speculate: engine::Speculation,
 }
 
 impl SamplingOptions {
@@ -172,6 +183,7 @@ impl SamplingOptions {
             },
             stop_strings: self.stop.clone(),
             ignore_eos: false,
+            speculation: self.speculation.speculate,
         }
     }
 }

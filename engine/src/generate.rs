@@ -14,6 +14,7 @@ use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::sampling::{Sampler, SamplingParams, TokenConstraint, apply_mask};
 use crate::session::{Session, common_prefix};
+use crate::speculate::{Speculation, lookup::PromptLookup};
 use crate::thermal::Pacer;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -26,6 +27,9 @@ pub struct GenerateParams {
     /// Keep going past `<eos>`/`<end_of_turn>` (benchmarks that need a fixed token count,
     /// like llama-bench's tg128).
     pub ignore_eos: bool,
+    /// Draft tokens and check them in one pass (`crate::speculate`): the same output, faster
+    /// where the reply repeats what the session holds.
+    pub speculation: Speculation,
 }
 
 impl Default for GenerateParams {
@@ -35,6 +39,7 @@ impl Default for GenerateParams {
             sampling: SamplingParams::default(),
             stop_strings: Vec::new(),
             ignore_eos: false,
+            speculation: Speculation::default(),
         }
     }
 }
@@ -78,6 +83,14 @@ pub struct GenerationStats {
     pub prefill_ops: u64,
     #[serde(default)]
     pub decode_ops: u64,
+    /// Speculation (`crate::speculate`): tokens drafted, those the model kept, and the
+    /// batched checks that decided them.
+    #[serde(default)]
+    pub draft_tokens: usize,
+    #[serde(default)]
+    pub accepted_draft_tokens: usize,
+    #[serde(default)]
+    pub speculative_checks: usize,
     /// Time per backend operation in the prefill and in the decode steps after it
     /// (`backend::profile`), the most time first. Not serialized: `companion bench --profile`
     /// prints them; a generation's JSON stays as it was.
@@ -253,6 +266,20 @@ impl Engine {
             .flatten();
         let mut device_next: Option<u32> = None;
         let mut device_steps = 0usize;
+        // speculation: where every row of a check is summed as a decode step sums it (the host
+        // backend) and each token is chosen on the host with no constraint
+        let host_sampled = fused.is_none()
+            && constraint.is_none()
+            && self.model.backend() == crate::backend::BackendKind::Host;
+        let mut lookup = match params.speculation {
+            Speculation::Lookup if host_sampled => Some(PromptLookup::default()),
+            Speculation::LookupUntimed if host_sampled => Some(PromptLookup::untimed()),
+            _ => None,
+        };
+        // tokens a check decided, in order: (token, whether its keys are in the cache already)
+        let mut decided: std::collections::VecDeque<(u32, bool)> = Default::default();
+        // whether the last token pushed has no keys in the cache (no step ran after it)
+        let mut unstepped = false;
         let mut emit = |piece: &str, text: &mut String| {
             if !piece.is_empty() {
                 text.push_str(piece);
@@ -267,7 +294,15 @@ impl Engine {
                 break StopReason::MaxTokens;
             }
             let mut complete = false;
+            // a kept draft: its keys are in the cache, and the token after it is decided
+            let mut cached = false;
+            unstepped = false;
             let id = match constraint.as_deref_mut() {
+                None if !decided.is_empty() => {
+                    let (id, in_cache) = decided.pop_front().unwrap_or_default();
+                    cached = in_cache;
+                    id
+                }
                 None if device_next.is_some() => device_next.take().unwrap_or_default(),
                 None => sampler.sample(&mut logits, &history),
                 Some(c) => {
@@ -293,6 +328,7 @@ impl Engine {
             }
             ids.push(id);
             history.push(id);
+            unstepped = true;
             if let Some(piece) = stream.push(id) {
                 let (out, hit) = filter.feed(&piece);
                 emit(&out, &mut text);
@@ -307,7 +343,10 @@ impl Engine {
             if ids.len() >= params.max_tokens {
                 break StopReason::MaxTokens;
             }
-            if session.remaining() == 0 {
+            // the positions left as without speculation: kept drafts still to be emitted (and
+            // this one, when it is one) already hold theirs
+            let ahead = decided.iter().filter(|d| d.1).count() + usize::from(cached);
+            if session.remaining() + ahead == 0 {
                 break StopReason::ContextFull;
             }
             if let Some(p) = pacer.as_deref_mut() {
@@ -316,6 +355,25 @@ impl Engine {
             }
             if cancel.load(Ordering::Relaxed) {
                 break StopReason::Cancelled;
+            }
+            if cached {
+                continue;
+            }
+            if let Some(lookup) = lookup.as_mut() {
+                // the check runs the last token and the draft as one step of at most a chunk
+                let room = crate::speculate::lookup::MAX_DRAFT
+                    .min(session.chunk().saturating_sub(1))
+                    .min(session.remaining().saturating_sub(1))
+                    .min(params.max_tokens.saturating_sub(ids.len()));
+                let draft = lookup.draft(&history, room);
+                if !draft.is_empty() {
+                    let started = Instant::now();
+                    let checked = self.check_draft(session, &mut sampler, &history, id, &draft)?;
+                    lookup.record(draft.len(), checked.kept, started.elapsed().as_secs_f64());
+                    decided.extend(draft[..checked.kept].iter().map(|&t| (t, true)));
+                    decided.push_back((checked.next, false));
+                    continue;
+                }
             }
             match &fused {
                 Some(sampling) => {
@@ -331,11 +389,24 @@ impl Engine {
                     device_steps += 1;
                 }
                 None => {
+                    let started = Instant::now();
                     let hidden = session.prefill(&self.model, &[id])?;
                     logits = self.logits_vec(&hidden)?;
+                    if let Some(lookup) = lookup.as_mut() {
+                        lookup.record_step(started.elapsed().as_secs_f64());
+                    }
                 }
             }
         };
+        // kept drafts past the last token emitted leave the cache, so that the session holds
+        // what it would without speculation: the prompt and every token emitted, the last one
+        // only when a step ran after it
+        if lookup.is_some() {
+            let held = prompt.len() + ids.len() - usize::from(unstepped);
+            if session.tokens().len() > held {
+                session.truncate(&self.model, held)?;
+            }
+        }
         if stop_reason != StopReason::StopString {
             if let Some(rest) = stream.finish() {
                 let (out, _) = filter.feed(&rest);
@@ -372,6 +443,9 @@ impl Engine {
             constraint_seconds,
             prefill_ops: ops_after_prefill - ops_at_start,
             decode_ops: self.model.ops() - ops_after_prefill,
+            draft_tokens: lookup.as_ref().map_or(0, |l| l.drafted),
+            accepted_draft_tokens: lookup.as_ref().map_or(0, |l| l.kept),
+            speculative_checks: lookup.as_ref().map_or(0, |l| l.checks),
             prefill_profile: profile_after_prefill.since(&profile_at_start),
             decode_profile: self.model.profile().since(&profile_after_prefill),
         };

@@ -33,6 +33,7 @@ pub mod runtime;
 pub mod sampling;
 pub mod session;
 pub mod snapshot;
+pub mod speculate;
 pub mod thermal;
 pub mod tokenizer;
 
@@ -52,6 +53,7 @@ pub use runtime::{
 };
 pub use sampling::{ConstraintError, SamplingParams, TokenConstraint};
 pub use session::{Session, SessionConfig};
+pub use speculate::Speculation;
 pub use thermal::{ThermalConfig, ThermalNotice, ThermalState};
 pub use tokenizer::{ChatMessage, GemmaTokenizer, Role};
 

@@ -58,6 +58,11 @@ impl Session {
         self.cache.context()
     }
 
+    /// The most tokens one forward step may take (a speculative check's batch included).
+    pub fn chunk(&self) -> usize {
+        self.cache.chunk()
+    }
+
     pub fn remaining(&self) -> usize {
         self.context() - self.len()
     }
@@ -145,6 +150,15 @@ impl Session {
     /// Append `tokens` and return every position's hidden state (for scoring).
     pub fn prefill_all(&mut self, model: &Model, tokens: &[u32]) -> Result<Hidden> {
         let result = model.forward(tokens, &mut self.cache, Output::All);
+        self.sync_tokens(tokens, result.is_ok());
+        self.last_hidden = None;
+        result
+    }
+
+    /// Append `tokens` and return every position's hidden state, each computed as a one-token
+    /// step at its position computes it (a speculative check, `crate::speculate`).
+    pub(crate) fn check(&mut self, model: &Model, tokens: &[u32]) -> Result<Hidden> {
+        let result = model.forward(tokens, &mut self.cache, Output::AllAsDecode);
         self.sync_tokens(tokens, result.is_ok());
         self.last_hidden = None;
         result

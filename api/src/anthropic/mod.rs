@@ -81,7 +81,8 @@ async fn message(
     headers: &HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, AnthropicError> {
-    let call = request::messages_call(&body_bytes(body)?)?;
+    let mut call = request::messages_call(&body_bytes(body)?)?;
+    call.request.params.speculation = state.speculation;
     call.request.check()?;
     let save = wants_save(headers);
     let (completer, model) = state.ready(&call.model, save)?;

@@ -434,6 +434,8 @@ pub fn messages_call(body: &[u8]) -> Result<MessagesCall, ApiError> {
         sampling: sampling(&map)?,
         stop_strings: stop_sequences(&map)?,
         ignore_eos: false,
+        // the server's own setting (`companion serve --speculate`), set by the handler
+        speculation: Default::default(),
     };
     Ok(MessagesCall {
         model,
@@ -453,6 +455,7 @@ pub fn count_call(body: &[u8]) -> Result<(String, ChatRequest), ApiError> {
         sampling: SamplingParams::default(),
         stop_strings: Vec::new(),
         ignore_eos: false,
+        speculation: Default::default(),
     };
     Ok((model, prompt_request(&map, params)?))
 }

@@ -237,6 +237,7 @@ impl Agent<'_> {
                 sampling: self.params.sampling.clone(),
                 stop_strings: Vec::new(),
                 ignore_eos: false,
+                speculation: Default::default(),
             },
             Some(Box::new(NoCalls::new(format, &tokenizer))),
             &self.cancel,
@@ -300,6 +301,7 @@ impl Agent<'_> {
                 sampling: params.sampling.clone(),
                 stop_strings: Vec::new(),
                 ignore_eos: false,
+                speculation: Default::default(),
             };
             let watch = watch_for_call(format, &tokenizer, &mut free);
             let generation = self.model.generate(
@@ -351,6 +353,7 @@ impl Agent<'_> {
                     sampling: params.sampling.clone(),
                     stop_strings: Vec::new(),
                     ignore_eos: false,
+                    speculation: Default::default(),
                 },
                 Some(Box::new(constraint)),
                 &self.cancel,

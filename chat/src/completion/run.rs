@@ -321,6 +321,7 @@ impl Completer {
                 sampling: request.params.sampling.clone(),
                 stop_strings: Vec::new(),
                 ignore_eos: false,
+                speculation: request.params.speculation,
             },
             Some(Box::new(constraint)),
             cancel,

@@ -56,6 +56,9 @@ pub struct DocumentParams {
     pub summary_tokens: usize,
     /// Summarize again even if this content was already summarized with these settings.
     pub force: bool,
+    /// Speculative decoding of the summaries (greedy either way: the same summaries).
+    #[serde(skip)]
+    pub speculation: engine::Speculation,
 }
 
 impl Default for DocumentParams {
@@ -64,6 +67,7 @@ impl Default for DocumentParams {
             context: 2048,
             summary_tokens: 128,
             force: false,
+            speculation: engine::Speculation::default(),
         }
     }
 }
@@ -107,6 +111,33 @@ pub struct DocumentSummary {
     /// The whole summary came from the store: nothing was generated.
     pub from_store: bool,
     pub seconds: f64,
+    /// The decoding of the summaries this run made.
+    pub decode: DecodeTotals,
+}
+
+/// The decode steps of a job's summaries, summed over them (`companion summarize --json`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DecodeTotals {
+    /// Tokens generated after each summary's first (each of which came from its prefill).
+    pub tokens: usize,
+    pub seconds: f64,
+    /// Speculation: tokens drafted and those the model kept (`engine::speculate`).
+    pub draft_tokens: usize,
+    pub accepted_draft_tokens: usize,
+}
+
+impl DecodeTotals {
+    fn add(&mut self, stats: &engine::GenerationStats) {
+        self.tokens += stats.generated_tokens.saturating_sub(1);
+        self.seconds += stats.decode_seconds;
+        self.draft_tokens += stats.draft_tokens;
+        self.accepted_draft_tokens += stats.accepted_draft_tokens;
+    }
+
+    pub fn tokens_per_second(&self) -> Option<f64> {
+        (self.seconds > 0.0).then(|| self.tokens as f64 / self.seconds)
+    }
 }
 
 /// One document summarization on an engine and a store. `cancel` may be set from any thread.
@@ -128,6 +159,7 @@ struct Run<'a, F> {
     started: Instant,
     computed: usize,
     computed_seconds: f64,
+    decode: DecodeTotals,
     on_progress: F,
 }
 
@@ -181,17 +213,20 @@ impl DocumentJob<'_> {
             record.chunk_count = None;
         }
         let summary_of =
-            |done: DocumentRecord, reused, from_store, chunks, levels, tokens| DocumentSummary {
-                summary: done.summary.clone().unwrap_or_default(),
-                format: document.format.name(),
-                encoding: document.encoding,
-                chunks,
-                levels,
-                input_tokens: tokens,
-                reused,
-                from_store,
-                seconds: started.elapsed().as_secs_f64(),
-                document: done,
+            |done: DocumentRecord, reused, from_store, chunks, levels, tokens, decode| {
+                DocumentSummary {
+                    summary: done.summary.clone().unwrap_or_default(),
+                    format: document.format.name(),
+                    encoding: document.encoding,
+                    chunks,
+                    levels,
+                    input_tokens: tokens,
+                    reused,
+                    from_store,
+                    seconds: started.elapsed().as_secs_f64(),
+                    decode,
+                    document: done,
+                }
             };
         // a finished document is answered before any tokenizing: that is the point of storing it
         if !self.params.force
@@ -206,6 +241,7 @@ impl DocumentJob<'_> {
                 chunks,
                 totals.levels.max(1),
                 totals.input_tokens,
+                DecodeTotals::default(),
             ));
         }
         // how many chunks: known from an earlier run of this job, else counted in a first pass
@@ -248,6 +284,7 @@ impl DocumentJob<'_> {
             started,
             computed: 0,
             computed_seconds: 0.0,
+            decode: DecodeTotals::default(),
             on_progress,
         };
         run.report();
@@ -296,6 +333,7 @@ impl DocumentJob<'_> {
             chunks,
             depth + 1,
             input_tokens,
+            run.decode,
         ))
     }
 
@@ -336,7 +374,8 @@ impl<F: FnMut(&JobProgress)> Run<'_, F> {
             Some(s) => s.id(),
             None => self.session.insert(self.job.engine.open_session()?).id(),
         };
-        let Some(summary) = summarize(self.job, session, instruction, text)? else {
+        let Some(summary) = summarize(self.job, session, instruction, text, &mut self.decode)?
+        else {
             return Err(self.cancelled());
         };
         self.save(level, idx, input_tokens, &summary)?;
@@ -493,6 +532,7 @@ fn summarize(
     session: engine::SessionId,
     instruction: &str,
     text: &str,
+    decode: &mut DecodeTotals,
 ) -> Result<Option<String>> {
     let ids = chat_ids(job.engine, instruction, text)?;
     let needed = ids.len() + job.params.summary_tokens;
@@ -503,7 +543,8 @@ fn summarize(
             context: job.params.context,
         });
     }
-    let mut params = crate::summarizer::summary_params(job.params.summary_tokens);
+    let mut params =
+        crate::summarizer::summary_params(job.params.summary_tokens, job.params.speculation);
     params.stop_strings.push(SEPARATOR.to_string());
     let handle = job.engine.generate_on(session, Prompt::Ids(ids), params)?;
     let stop = handle.cancel.clone();
@@ -516,6 +557,7 @@ fn summarize(
     if generation.stop_reason == StopReason::Cancelled || job.cancel.load(Ordering::Relaxed) {
         return Ok(None);
     }
+    decode.add(&generation.stats);
     let summary = generation.text.trim();
     if !summary.is_empty() {
         return Ok(Some(summary.to_string()));

@@ -16,7 +16,7 @@ use clap::Args as ClapArgs;
 use engine::{ChatMessage, EngineHandle, GenerateParams, Generation, Prompt, SamplingParams};
 use serde_json::json;
 
-use crate::options::ModelOptions;
+use crate::options::{ModelOptions, SpeculationOption};
 
 #[derive(ClapArgs)]
 pub struct Args {
@@ -40,6 +40,9 @@ pub struct Args {
     /// of a prefill chunk (on a GPU: the host's cost of dispatching it)
     #[arg(long)]
     profile: bool,
+    /// The decode measurement's speculation (llama-bench's tg128 has none: compare with off)
+    #[command(flatten)]
+    speculation: SpeculationOption,
     #[command(flatten)]
     model: ModelOptions,
 }
@@ -122,17 +125,27 @@ pub fn run(args: Args) -> Result<()> {
     let start = prompt_ids(&engine, 8)?;
     let mut decode_ops = 0.0;
     let mut decode_profile = (Vec::new(), 1);
+    let speculation = args.speculation.speculate;
+    let mut drafts = (0, 0, 0);
     let decode = median((0..reps).map(|_| {
         engine.reset_session()?;
         // the first token comes from the prefill; the next `decode_tokens` are decode steps
         let g = run_one(
             &engine,
             Prompt::Ids(start.clone()),
-            greedy(args.decode_tokens + 1, true),
+            GenerateParams {
+                speculation,
+                ..greedy(args.decode_tokens + 1, true)
+            },
         )?;
         let steps = g.stats.generated_tokens.saturating_sub(1).max(1);
         decode_ops = g.stats.decode_ops as f64 / steps as f64;
         decode_profile = (g.stats.decode_profile, steps);
+        drafts = (
+            g.stats.draft_tokens,
+            g.stats.accepted_draft_tokens,
+            g.stats.speculative_checks,
+        );
         Ok(g.stats.decode_tokens_per_second)
     }))?;
 
@@ -165,6 +178,11 @@ pub fn run(args: Args) -> Result<()> {
         "prefillTokensPerSecond": prefill,
         "decodeTokens": args.decode_tokens,
         "decodeTokensPerSecond": decode,
+        // the last decode repetition's speculation (the same in each: greedy, same prompt)
+        "speculation": speculation.as_str(),
+        "draftTokens": drafts.0,
+        "acceptedDraftTokens": drafts.1,
+        "speculativeChecks": drafts.2,
         // operations dispatched to the backend (kernel launches on the fused CUDA decode)
         "opsPerDecodeToken": decode_ops,
         "opsPerPrefillChunk": prefill_ops as f64 / prefill_chunks as f64,
@@ -208,8 +226,13 @@ pub fn run(args: Args) -> Result<()> {
     )?;
     writeln!(
         stdout,
-        "decode            {:.1} tok/s ({} tokens)",
-        decode, args.decode_tokens
+        "decode            {:.1} tok/s ({} tokens; speculation {}: {} of {} drafted tokens kept in {} checks)",
+        decode,
+        args.decode_tokens,
+        speculation.as_str(),
+        drafts.1,
+        drafts.0,
+        drafts.2
     )?;
     writeln!(
         stdout,

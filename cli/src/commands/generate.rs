@@ -42,6 +42,7 @@ pub fn run(args: Args) -> Result<()> {
         messages.push(ChatMessage::user(args.prompt.clone()));
         Prompt::Chat(messages)
     };
+    let params_speculation = params.speculation;
     let handle = engine.generate(prompt, params)?;
     let json = args.json;
     let mut stream = Stream::new(Some(handle.cancel.clone()));
@@ -70,6 +71,12 @@ pub fn run(args: Args) -> Result<()> {
                 "generatedTokens": generation.stats.generated_tokens,
                 "decodeSeconds": generation.stats.decode_seconds,
                 "decodeTokensPerSecond": generation.stats.decode_tokens_per_second,
+            },
+            "speculation": {
+                "mode": params_speculation.as_str(),
+                "draftTokens": generation.stats.draft_tokens,
+                "acceptedDraftTokens": generation.stats.accepted_draft_tokens,
+                "checks": generation.stats.speculative_checks,
             },
             "peakRssBytes": crate::commands::peak_rss_bytes(),
         });

@@ -8,13 +8,15 @@ use std::sync::Arc;
 use anyhow::{Context, Result};
 use clap::Args as ClapArgs;
 
-use crate::options::{ModelOptions, StoreOptions};
+use crate::options::{ModelOptions, SpeculationOption, StoreOptions};
 
 #[derive(ClapArgs)]
 pub struct Args {
     /// Port on 127.0.0.1 (0: any free port); no other interface is ever used
     #[arg(long, default_value_t = api::DEFAULT_PORT)]
     port: u16,
+    #[command(flatten)]
+    speculation: SpeculationOption,
     #[command(flatten)]
     pub(crate) store: StoreOptions,
     #[command(flatten)]
@@ -44,12 +46,10 @@ pub fn run(args: Args) -> Result<()> {
         let (listener, addr) = api::bind(args.port)
             .await
             .with_context(|| format!("cannot listen on 127.0.0.1:{}", args.port))?;
-        let state = Arc::new(api::ApiState::new(
-            completer,
-            token,
-            addr.port(),
-            Some(store),
-        ));
+        let state = Arc::new(
+            api::ApiState::new(completer, token, addr.port(), Some(store))
+                .with_speculation(args.speculation.speculate),
+        );
         let token_at = match &source {
             api::TokenSource::Environment => "from COMPANION_API_TOKEN".to_string(),
             api::TokenSource::File(path) => format!("in {}", path.display()),

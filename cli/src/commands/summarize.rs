@@ -12,7 +12,7 @@ use anyhow::{Context, Result};
 use chat::{DocumentJob, DocumentParams, JobProgress};
 use clap::Args as ClapArgs;
 
-use crate::options::{ModelOptions, StoreOptions};
+use crate::options::{ModelOptions, SpeculationOption, StoreOptions};
 use crate::output::outln;
 
 const BAR_WIDTH: usize = 24;
@@ -30,6 +30,8 @@ pub struct Args {
     /// The longest summary of a chunk or of a group of summaries, in tokens
     #[arg(long, default_value_t = 128, value_name = "N", value_parser = clap::value_parser!(u32).range(8..=4096))]
     summary_tokens: u32,
+    #[command(flatten)]
+    speculation: SpeculationOption,
     #[command(flatten)]
     pub(crate) store: StoreOptions,
     #[command(flatten)]
@@ -54,6 +56,7 @@ pub fn run(args: Args) -> Result<()> {
             context: args.model.context as usize,
             summary_tokens: args.summary_tokens as usize,
             force: args.force,
+            speculation: args.speculation.speculate,
         },
         cancel: &cancel,
     };
@@ -92,6 +95,12 @@ pub fn run(args: Args) -> Result<()> {
             "fromStore": done.from_store,
             "seconds": done.seconds,
             "inputTokensPerSecond": throughput,
+            // the summaries' decode steps (none when every summary came from the store)
+            "decodeTokens": done.decode.tokens,
+            "decodeTokensPerSecond": done.decode.tokens_per_second(),
+            "speculation": args.speculation.speculate.as_str(),
+            "draftTokens": done.decode.draft_tokens,
+            "acceptedDraftTokens": done.decode.accepted_draft_tokens,
             "peakRssBytes": super::peak_rss_bytes(),
             "chunkSummaries": store.chunk_summaries(done.document.id)?,
         });

@@ -19,6 +19,10 @@
 //!                                                             at the widest layer, the per-layer
 //!                                                             inputs, the logits and the
 //!                                                             sampler's copy)
+//!           + 8 × (MAX_DRAFT + 1) × n_vocab                  (a speculative check's logits, a
+//!                                                             row per token checked, while the
+//!                                                             product is laid out: `speculate`;
+//!                                                             +10 MB at peak measured here)
 //! runtime = 256 × n_vocab + 12 MiB                           (the tokenizer's vocabulary maps,
 //!                                                             code, stacks, allocator)
 //!           + 4 MiB on Linux                                 (the move of the weights onto huge
@@ -150,9 +154,11 @@ impl MemoryEstimate {
         ]
         .iter()
         .fold(0u64, |a, &b| a.saturating_add(b as u64));
+        let check_rows = crate::speculate::lookup::MAX_DRAFT as u64 + 1;
         let compute_bytes = (4 * chunk)
             .saturating_mul(per_token)
-            .saturating_add(8u64.saturating_mul(shape.n_vocab as u64));
+            .saturating_add(8u64.saturating_mul(shape.n_vocab as u64))
+            .saturating_add((8 * check_rows).saturating_mul(shape.n_vocab as u64));
         let runtime_bytes = TOKENIZER_BYTES_PER_ENTRY
             .saturating_mul(shape.n_vocab as u64)
             .saturating_add(RUNTIME_BASE_BYTES)

@@ -141,7 +141,7 @@ fn handle(actor: &mut Actor, request: Request, drafts: &DraftSlot, thermal: &The
                 )
             });
             let _ = events.send(match result {
-                Ok(g) => Event::Done(g),
+                Ok(g) => Event::Done(Box::new(g)),
                 Err(e) => Event::Error {
                     code: e.code().to_string(),
                     message: e.to_string(),

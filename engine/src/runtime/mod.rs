@@ -61,7 +61,8 @@ pub enum Event {
     },
     Text(String),
     Thermal(ThermalNotice),
-    Done(Generation),
+    /// Boxed: sent once per generation, it would otherwise make every `Text` event as large.
+    Done(Box<Generation>),
     #[serde(rename_all = "camelCase")]
     Error {
         code: String,
@@ -220,7 +221,7 @@ impl GenerationHandle {
                 Event::Started { .. } => {}
                 Event::Text(t) => on_text(&t),
                 Event::Thermal(n) => on_notice(&n),
-                Event::Done(g) => return Ok(g),
+                Event::Done(g) => return Ok(*g),
                 Event::Error { code, message } => {
                     return Err(Error::Request { code, message });
                 }

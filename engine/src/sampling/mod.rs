@@ -98,10 +98,23 @@ impl Sampler {
 
     /// Choose the next token from `logits`, given the tokens so far (for penalties).
     pub fn sample(&mut self, logits: &mut [f32], history: &[u32]) -> u32 {
+        match self.distribution(logits, history) {
+            Choice::Greedy(id) => id,
+            Choice::Weighted(cands) => {
+                let r: f32 = self.rng.random();
+                pick(&cands, r)
+            }
+        }
+    }
+
+    /// What [`Self::sample`] draws from: the chain up to the draw (penalties, top-k, top-p,
+    /// min-p, temperature), without drawing. Speculative decoding checks a drafted token
+    /// against it (`crate::speculate`).
+    pub(crate) fn distribution(&self, logits: &mut [f32], history: &[u32]) -> Choice {
         let p = &self.params;
         apply_penalties(logits, history, p);
         if p.temperature <= 0.0 {
-            return argmax(logits);
+            return Choice::Greedy(argmax(logits));
         }
         let mut cands: Vec<(u32, f32)> = logits
             .iter()
@@ -110,7 +123,7 @@ impl Sampler {
             .map(|(i, &l)| (i as u32, l))
             .collect();
         if cands.is_empty() {
-            return argmax(logits);
+            return Choice::Greedy(argmax(logits));
         }
         // top-k (0: off)
         let k = if p.top_k == 0 {
@@ -148,16 +161,29 @@ impl Sampler {
         }
         cands.truncate(keep.max(1));
         let probs = softmax(cands.iter().map(|c| c.1), p.temperature);
-        let r: f32 = self.rng.random();
-        let mut acc = 0.0;
-        for (c, pr) in cands.iter().zip(&probs) {
-            acc += pr;
-            if r < acc {
-                return c.0;
-            }
-        }
-        cands.last().map(|c| c.0).unwrap_or(0)
+        Choice::Weighted(cands.iter().map(|c| c.0).zip(probs).collect())
     }
+}
+
+/// The distribution a token is drawn from.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Choice {
+    /// Temperature 0: this token, always.
+    Greedy(u32),
+    /// Tokens with their probabilities (summing to 1), most likely first.
+    Weighted(Vec<(u32, f32)>),
+}
+
+/// The token at the uniform draw `r` of the cumulative distribution.
+pub(crate) fn pick(cands: &[(u32, f32)], r: f32) -> u32 {
+    let mut acc = 0.0;
+    for &(id, pr) in cands {
+        acc += pr;
+        if r < acc {
+            return id;
+        }
+    }
+    cands.last().map(|c| c.0).unwrap_or(0)
 }
 
 fn apply_penalties(logits: &mut [f32], history: &[u32], p: &SamplingParams) {

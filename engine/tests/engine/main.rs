@@ -4,3 +4,4 @@
 mod gemma_family;
 mod profile;
 mod snapshot_seed;
+mod speculation;

@@ -49,7 +49,7 @@ fn params(context: usize, summary_tokens: usize) -> DocumentParams {
     DocumentParams {
         context,
         summary_tokens,
-        force: false,
+        ..DocumentParams::default()
     }
 }
 
@@ -95,6 +95,45 @@ fn cancel_then_resume_ends_with_the_chunk_summaries_of_an_uninterrupted_run() {
         whole_store.chunk_summaries(whole.document.id).unwrap()
     );
     assert_eq!(resumed.summary, whole.summary);
+}
+
+/// Speculative decoding changes no summary: the same document summarized without it and with
+/// lookup drafts (untimed, so that it drafts on every machine) gives the same summaries at
+/// every level, and drafts were made and kept.
+#[test]
+fn speculation_leaves_every_summary_as_it_was() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = std::fs::read_to_string(fixture("genesis-1-32-kjv.txt")).unwrap();
+    // Genesis 1: two chunks at this context, then the level above
+    let cut = text.find("Genesis 2\n").expect("chapter 2");
+    let path = dir.path().join("genesis-1.txt");
+    std::fs::write(&path, &text[..cut]).unwrap();
+    let engine = engine(448);
+    let never = AtomicBool::new(false);
+    let mut summaries = Vec::new();
+    for speculation in [engine::Speculation::Off, engine::Speculation::LookupUntimed] {
+        let store = Store::open(dir.path().join(format!("{}.db", speculation.as_str())))
+            .unwrap()
+            .store;
+        let params = DocumentParams {
+            speculation,
+            ..params(448, 40)
+        };
+        let done = run(&engine, &store, params, &path, &never, |_| {}).unwrap();
+        if speculation != engine::Speculation::Off {
+            assert!(done.decode.accepted_draft_tokens > 0, "{:?}", done.decode);
+        }
+        assert!(
+            done.chunks >= 2 && done.levels >= 2,
+            "{} chunks",
+            done.chunks
+        );
+        summaries.push((
+            done.summary,
+            store.chunk_summaries(done.document.id).unwrap(),
+        ));
+    }
+    assert_eq!(summaries[0], summaries[1]);
 }
 
 #[test]

@@ -13,8 +13,7 @@ fn params(max_tokens: usize, sampling: SamplingParams) -> GenerateParams {
     GenerateParams {
         max_tokens,
         sampling,
-        stop_strings: vec![],
-        ignore_eos: false,
+        ..GenerateParams::default()
     }
 }
 
@@ -250,7 +249,7 @@ fn cancel_stops_within_one_step_through_the_actor() {
                 }
             }
             Event::Done(g) => {
-                done = Some(g);
+                done = Some(*g);
                 break;
             }
             Event::Error { message, .. } => panic!("{message}"),

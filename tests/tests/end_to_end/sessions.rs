@@ -405,8 +405,7 @@ fn greedy_params(max_tokens: usize) -> GenerateParams {
     GenerateParams {
         max_tokens,
         sampling: SamplingParams::greedy(),
-        stop_strings: vec![],
-        ignore_eos: false,
+        ..GenerateParams::default()
     }
 }
 
@@ -685,4 +684,25 @@ fn a_full_context_is_a_defined_result() {
     assert_eq!(s.len(), 64);
     assert!(!g.text.is_empty());
     assert_eq!(streamed, g.text);
+
+    // the same with and without speculation (a counting prompt: its drafts are kept up to the
+    // last position, where kept drafts hold positions before they are emitted)
+    for speculation in [engine::Speculation::Off, engine::Speculation::LookupUntimed] {
+        let mut s = engine.new_session().unwrap();
+        let other = engine
+            .generate(
+                &mut s,
+                &prompt,
+                &GenerateParams {
+                    speculation,
+                    ..params.clone()
+                },
+                &AtomicBool::new(false),
+                &mut |_| {},
+            )
+            .unwrap();
+        assert_eq!(other.ids, g.ids, "{speculation:?}");
+        assert_eq!(other.stop_reason, StopReason::ContextFull);
+        assert_eq!(s.len(), 64);
+    }
 }

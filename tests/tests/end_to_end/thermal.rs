@@ -107,7 +107,7 @@ impl Trace {
             Event::Thermal(n) => self.notices.push((now, self.tokens.len(), n)),
             Event::Done(g) => {
                 assert_eq!(g.ids.len(), self.tokens.len(), "one text event per token");
-                self.done = Some(g);
+                self.done = Some(*g);
                 return false;
             }
             Event::Error { message, .. } => panic!("{message}"),

@@ -96,8 +96,7 @@ fn greedy_generation_follows_llamacpp_until_its_first_near_tie() {
     let params = GenerateParams {
         max_tokens: 32,
         sampling: SamplingParams::greedy(),
-        stop_strings: vec![],
-        ignore_eos: false,
+        ..GenerateParams::default()
     };
     for case in &reference().generate {
         // Up to the first step whose top-2 are < NEAR_TIE apart, the tokens must match.
