@@ -1,6 +1,6 @@
 // The fields of the settings form — label, bounds and step of each number, the choices of each
 // select — and the check of what the user typed (one sentence per problem). Pure data and functions.
-import type { ApiStatus, Device, Settings, Theme } from "./types";
+import type { ApiStatus, Device, Settings, Speculation, Theme } from "./types";
 
 export type NumberKey = { [K in keyof Settings]-?: Settings[K] extends number ? K : never }[keyof Settings];
 
@@ -38,6 +38,11 @@ export const DEVICE_CHOICES: readonly { value: Device; label: string }[] = [
   { value: "cpu", label: "CPU" },
   { value: "cuda", label: "NVIDIA GPU (CUDA)" },
   { value: "metal", label: "Apple GPU (Metal)" },
+];
+
+export const SPECULATION_CHOICES: readonly { value: Speculation; label: string }[] = [
+  { value: "lookup", label: "On: check drafts from the conversation (same replies)" },
+  { value: "off", label: "Off: one token at a time" },
 ];
 
 export const THEME_CHOICES: readonly { value: Theme; label: string }[] = [

@@ -9,6 +9,7 @@ import { copyText } from "./clipboard";
 import {
   DEVICE_CHOICES,
   NUMBER_FIELDS,
+  SPECULATION_CHOICES,
   THEME_CHOICES,
   apiStatusLine,
   crossFieldProblem,
@@ -17,7 +18,7 @@ import {
 } from "./settings-fields";
 import { createSyncSection } from "./sync-settings";
 import { applyTheme } from "./theme";
-import type { ApiStatus, Device, Settings, Theme } from "./types";
+import type { ApiStatus, Device, Settings, Speculation, Theme } from "./types";
 
 export interface SettingsHooks {
   /** The engine reloads to apply the settings. */
@@ -96,6 +97,7 @@ export function createSettingsPanel(hooks: SettingsHooks): SettingsPanel {
           el("p", { class: "hint", text: "Instructions the assistant follows in every conversation." }),
         ),
         ...fieldsFor(["temperature", "topP", "topK", "repetitionPenalty", "maxTokens"]),
+        selectInput("setting-speculation", "Speculative decoding", SPECULATION_CHOICES),
       ),
       el(
         "fieldset",
@@ -166,6 +168,7 @@ export function createSettingsPanel(hooks: SettingsHooks): SettingsPanel {
     for (const field of NUMBER_FIELDS) input(`setting-${field.key}`).value = String(settings[field.key]);
     input<HTMLSelectElement>("setting-device").value = settings.device;
     input<HTMLSelectElement>("setting-theme").value = settings.theme;
+    input<HTMLSelectElement>("setting-speculation").value = settings.speculation;
     prompt.value = settings.systemPrompt;
     apiEnabled.checked = settings.apiEnabled;
   }
@@ -195,6 +198,7 @@ export function createSettingsPanel(hooks: SettingsHooks): SettingsPanel {
     }
     next.device = input<HTMLSelectElement>("setting-device").value as Device;
     next.theme = input<HTMLSelectElement>("setting-theme").value as Theme;
+    next.speculation = input<HTMLSelectElement>("setting-speculation").value as Speculation;
     next.systemPrompt = prompt.value;
     next.apiEnabled = apiEnabled.checked;
     return crossFieldProblem(next) ?? next;

@@ -212,6 +212,9 @@ export interface SearchHit {
 }
 
 export type Device = "cpu" | "cuda" | "metal";
+/** Speculative decoding: `lookup` drafts from the conversation and checks the draft in one
+ *  pass (the same replies, faster where they repeat it); `off`: one token per pass. */
+export type Speculation = "lookup" | "off";
 export type Theme = "system" | "light" | "dark";
 
 export interface Settings {
@@ -220,6 +223,7 @@ export interface Settings {
   topK: number;
   repetitionPenalty: number;
   maxTokens: number;
+  speculation: Speculation;
   contextSize: number;
   threads: number;
   device: Device;

@@ -33,6 +33,7 @@ const settings: Settings = {
   topK: 64,
   repetitionPenalty: 1,
   maxTokens: 512,
+  speculation: "lookup",
   contextSize: 4096,
   threads: 4,
   device: "cpu",
@@ -201,9 +202,13 @@ describe("the app", () => {
 
     $<HTMLInputElement>("#setting-temperature").value = "0.5";
     $<HTMLSelectElement>("#setting-theme").value = "light";
+    expect($<HTMLSelectElement>("#setting-speculation").value).toBe("lookup");
+    $<HTMLSelectElement>("#setting-speculation").value = "off";
     $("#settings-save").click();
     await settle();
-    expect(backend.callsOf("set_settings")).toEqual([{ settings: { ...fromBackend, temperature: 0.5, theme: "light" } }]);
+    expect(backend.callsOf("set_settings")).toEqual([
+      { settings: { ...fromBackend, temperature: 0.5, theme: "light", speculation: "off" } },
+    ]);
     expect($("#settings-panel").hidden).toBe(true);
     expect(document.documentElement.dataset.theme).toBe("light");
   });

@@ -4,7 +4,9 @@
 
 use std::path::PathBuf;
 
-use engine::{DeviceChoice, EngineConfig, GenerateParams, SamplingParams, ThermalConfig};
+use engine::{
+    DeviceChoice, EngineConfig, GenerateParams, SamplingParams, Speculation, ThermalConfig,
+};
 use serde::{Deserialize, Serialize};
 
 use crate::error::AppError;
@@ -25,6 +27,9 @@ pub struct Settings {
     pub top_k: usize,
     pub repetition_penalty: f32,
     pub max_tokens: usize,
+    /// Speculative decoding (`engine::speculate`): the same replies, faster where they repeat
+    /// what the conversation holds.
+    pub speculation: Speculation,
     pub context_size: usize,
     pub threads: usize,
     pub device: DeviceChoice,
@@ -52,6 +57,7 @@ impl Default for Settings {
             // a little, against the small models' habit of repeating themselves
             repetition_penalty: 1.1,
             max_tokens: 512,
+            speculation: Speculation::default(),
             context_size: 4096,
             threads: engine::device::physical_cores(),
             device: DeviceChoice::platform_default(),
@@ -129,6 +135,7 @@ impl Settings {
                 seed: engine_seed(),
                 ..SamplingParams::default()
             },
+            speculation: self.speculation,
             ..GenerateParams::default()
         }
     }

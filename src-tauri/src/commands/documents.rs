@@ -187,7 +187,7 @@ fn run_job(
         params: DocumentParams {
             context: engine.info().context,
             summary_tokens: SUMMARY_TOKENS,
-            force: false,
+            ..DocumentParams::default()
         },
         cancel,
     };

@@ -172,11 +172,19 @@ pub async fn screenshot(c: &Client, name: &str) -> Vec<u8> {
     png
 }
 
+/// Click the element, scrolled into view first: WebKitWebDriver refuses a click on an element
+/// below the fold of a scrolling panel (the settings) rather than scrolling to it.
 #[allow(dead_code)]
 pub async fn click(c: &Client, css: &str) {
-    c.find(Locator::Css(css))
+    let element = c
+        .find(Locator::Css(css))
         .await
-        .unwrap_or_else(|e| panic!("{css}: {e}"))
+        .unwrap_or_else(|e| panic!("{css}: {e}"));
+    let arg = serde_json::to_value(&element).expect("an element reference");
+    c.execute("arguments[0].scrollIntoView({block: 'center'});", vec![arg])
+        .await
+        .unwrap_or_else(|e| panic!("scroll to {css}: {e}"));
+    element
         .click()
         .await
         .unwrap_or_else(|e| panic!("click {css}: {e}"));
