@@ -37,6 +37,10 @@ pub struct ModelOptions {
     /// How often to read the thermal state, in milliseconds
     #[arg(long, default_value_t = 2000, value_name = "MS", value_parser = clap::value_parser!(u64).range(1..))]
     pub thermal_interval: u64,
+    /// A Gemma 4 multi-token-prediction assistant (a `gemma4-assistant` GGUF) to draft for the
+    /// model (--speculate mtp, and auto's choice when one is loaded)
+    #[arg(long, value_name = "PATH")]
+    pub assistant: Option<PathBuf>,
 }
 
 /// The database whose model library picks the model when neither `--model` nor
@@ -83,6 +87,7 @@ impl ModelOptions {
                 sample_interval_ms: self.thermal_interval,
                 ..engine::ThermalConfig::default()
             },
+            assistant_path: self.assistant.clone(),
             ..EngineConfig::default()
         }
     }
@@ -162,9 +167,11 @@ pub struct SamplingOptions {
 /// `--speculate`, shared by every command that generates.
 #[derive(Args, Debug, Clone)]
 pub struct SpeculationOption {
-    /// Speculative decoding: lookup (draft from the text so far and check the draft in one
-    /// pass: the same output, faster where the reply repeats it) or off
-    #[arg(long = "speculate", value_name = "MODE", default_value = "lookup")]
+    /// Speculative decoding, the same output either way: lookup (draft from the text so far
+    /// and check the draft in one pass: faster where the reply repeats it), mtp (drafts from
+    /// the model's Gemma 4 assistant, --assistant), auto (mtp when an assistant is loaded, else
+    /// lookup) or off
+    #[arg(long = "speculate", value_name = "MODE", default_value = "auto")]
     pub speculate: engine::Speculation,
 }
 

@@ -16,6 +16,7 @@ use crate::gguf::ModelFile;
 use crate::kv_cache::KvCache;
 use crate::kv_cache::{KvShape, context_for_budget};
 use crate::memory_guard::{MemoryFit, ModelShape, fit_context, system_memory};
+use crate::model::assistant::Assistant;
 use crate::model::{Hidden, Model, log_softmax};
 use crate::session::Session;
 use crate::session::SessionConfig;
@@ -47,6 +48,10 @@ pub struct EngineConfig {
     /// Pretend the device can spare only this many bytes (tests, simulating a phone); unset:
     /// `$COMPANION_AVAILABLE_MEMORY`, else what the OS reports. See [`crate::memory_guard`].
     pub available_memory_bytes: Option<u64>,
+    /// A Gemma 4 multi-token-prediction assistant to load beside the model, for
+    /// `Speculation::Mtp` (`model::assistant`); refused in one sentence when it does not fit
+    /// the model.
+    pub assistant_path: Option<PathBuf>,
 }
 
 impl Default for EngineConfig {
@@ -62,6 +67,7 @@ impl Default for EngineConfig {
             warm_up: true,
             thermal: ThermalConfig::default(),
             available_memory_bytes: None,
+            assistant_path: None,
         }
     }
 }
@@ -94,6 +100,20 @@ pub struct ModelInfo {
     pub kv_bytes_per_token: usize,
     /// The memory guard's estimate and the context it allowed.
     pub memory: MemoryFit,
+    /// The multi-token-prediction assistant loaded beside the model, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub assistant: Option<AssistantInfo>,
+}
+
+/// What is shown about a loaded assistant.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AssistantInfo {
+    pub path: PathBuf,
+    /// Layers, width and what they read in one line.
+    pub description: String,
+    pub parameters: u64,
+    pub file_bytes: u64,
 }
 
 /// One scored position: the distribution after reading `ids[..pos]`.
@@ -108,6 +128,8 @@ pub struct ScoredPosition {
 
 pub struct Engine {
     pub(crate) model: Model,
+    /// Gemma 4's multi-token-prediction assistant, when one was loaded (`model::assistant`).
+    assistant: Option<Assistant>,
     tokenizer: GemmaTokenizer,
     config: EngineConfig,
     info: ModelInfo,
@@ -177,6 +199,25 @@ impl Engine {
                     .into(),
             );
         }
+        let (assistant, assistant_info) = match &config.assistant_path {
+            Some(path) => {
+                let mut file = ModelFile::open(path)?;
+                let assistant = Assistant::load(&mut file, &model)?;
+                let a = assistant.arch();
+                let info = AssistantInfo {
+                    path: path.clone(),
+                    description: format!(
+                        "Gemma 4 assistant, {} layers reading the model's KV cache, {} wide",
+                        a.n_layer(),
+                        a.n_embd
+                    ),
+                    parameters: a.parameter_count(),
+                    file_bytes: file.file_size(),
+                };
+                (Some(assistant), Some(info))
+            }
+            None => (None, None),
+        };
         let weights_seconds = t0.elapsed().as_secs_f64();
         let reduced = config.thermal.reduced_threads(model.threads());
         let model = model.with_reduced_threads(reduced)?;
@@ -210,9 +251,11 @@ impl Engine {
             kv_bytes_per_token: (kv_shape.full_bytes(context, config.prefill_chunk)
                 / context as u64) as usize,
             memory,
+            assistant: assistant_info,
         };
         let mut engine = Engine {
             model,
+            assistant,
             tokenizer,
             config,
             info,
@@ -254,6 +297,11 @@ impl Engine {
         let h = session.prefill(&self.model, &[bos])?;
         self.logits_vec(&h)?;
         Ok(())
+    }
+
+    /// The multi-token-prediction assistant loaded beside the model, if any.
+    pub(crate) fn assistant(&self) -> Option<&Assistant> {
+        self.assistant.as_ref()
     }
 
     pub fn tokenizer(&self) -> &GemmaTokenizer {

@@ -14,7 +14,8 @@ use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::sampling::{Sampler, SamplingParams, TokenConstraint, apply_mask};
 use crate::session::{Session, common_prefix};
-use crate::speculate::{Speculation, lookup::PromptLookup};
+use crate::speculate::control::DraftControl;
+use crate::speculate::{Drafter, Speculation, lookup::PromptLookup};
 use crate::thermal::Pacer;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -91,6 +92,10 @@ pub struct GenerationStats {
     pub accepted_draft_tokens: usize,
     #[serde(default)]
     pub speculative_checks: usize,
+    /// The speculation that ran: `auto` resolved, and `off` where the path does not speculate
+    /// (a constraint, the candle backend, a fused GPU decode).
+    #[serde(default)]
+    pub speculation: Speculation,
     /// Time per backend operation in the prefill and in the decode steps after it
     /// (`backend::profile`), the most time first. Not serialized: `companion bench --profile`
     /// prints them; a generation's JSON stays as it was.
@@ -271,11 +276,31 @@ impl Engine {
         let host_sampled = fused.is_none()
             && constraint.is_none()
             && self.model.backend() == crate::backend::BackendKind::Host;
-        let mut lookup = match params.speculation {
-            Speculation::Lookup if host_sampled => Some(PromptLookup::default()),
-            Speculation::LookupUntimed if host_sampled => Some(PromptLookup::untimed()),
+        let speculation = match params.speculation {
+            Speculation::Auto if self.assistant().is_some() => Speculation::Mtp,
+            Speculation::Auto => Speculation::Lookup,
+            chosen => chosen,
+        };
+        if matches!(speculation, Speculation::Mtp | Speculation::MtpUntimed)
+            && self.assistant().is_none()
+        {
+            return Err(Error::InvalidArgument(
+                "speculation `mtp` needs a multi-token-prediction assistant loaded beside the \
+                 model (--assistant)"
+                    .into(),
+            ));
+        }
+        let mut drafter = match speculation {
+            Speculation::Lookup if host_sampled => Some(Drafter::Lookup(PromptLookup::default())),
+            Speculation::LookupUntimed if host_sampled => {
+                Some(Drafter::Lookup(PromptLookup::untimed()))
+            }
+            Speculation::Mtp if host_sampled => Some(Drafter::Mtp(DraftControl::default())),
+            Speculation::MtpUntimed if host_sampled => Some(Drafter::Mtp(DraftControl::untimed())),
             _ => None,
         };
+        // the hidden state the token being emitted was chosen from (the assistant drafts from it)
+        let mut last_hidden = Some(hidden);
         // tokens a check decided, in order: (token, whether its keys are in the cache already)
         let mut decided: std::collections::VecDeque<(u32, bool)> = Default::default();
         // whether the last token pushed has no keys in the cache (no step ran after it)
@@ -359,19 +384,31 @@ impl Engine {
             if cached {
                 continue;
             }
-            if let Some(lookup) = lookup.as_mut() {
+            if let Some(drafter) = drafter.as_mut() {
                 // the check runs the last token and the draft as one step of at most a chunk
-                let room = crate::speculate::lookup::MAX_DRAFT
+                let room = crate::speculate::MAX_DRAFT
                     .min(session.chunk().saturating_sub(1))
                     .min(session.remaining().saturating_sub(1))
                     .min(params.max_tokens.saturating_sub(ids.len()));
-                let draft = lookup.draft(&history, room);
+                // timed with the drafting: an assistant's steps are part of what a check costs
+                let started = Instant::now();
+                let draft = match drafter {
+                    Drafter::Lookup(lookup) => lookup.draft(&history, room),
+                    Drafter::Mtp(control) => match (control.next_length(room), &last_hidden) {
+                        (0, _) | (_, None) => Vec::new(),
+                        (n, Some(h)) => self.draft_mtp(session, id, h, n)?,
+                    },
+                };
                 if !draft.is_empty() {
-                    let started = Instant::now();
                     let checked = self.check_draft(session, &mut sampler, &history, id, &draft)?;
-                    lookup.record(draft.len(), checked.kept, started.elapsed().as_secs_f64());
+                    drafter.control_mut().record(
+                        draft.len(),
+                        checked.kept,
+                        started.elapsed().as_secs_f64(),
+                    );
                     decided.extend(draft[..checked.kept].iter().map(|&t| (t, true)));
                     decided.push_back((checked.next, false));
+                    last_hidden = Some(checked.next_hidden);
                     continue;
                 }
             }
@@ -392,16 +429,19 @@ impl Engine {
                     let started = Instant::now();
                     let hidden = session.prefill(&self.model, &[id])?;
                     logits = self.logits_vec(&hidden)?;
-                    if let Some(lookup) = lookup.as_mut() {
-                        lookup.record_step(started.elapsed().as_secs_f64());
+                    if let Some(drafter) = drafter.as_mut() {
+                        drafter
+                            .control_mut()
+                            .record_step(started.elapsed().as_secs_f64());
                     }
+                    last_hidden = Some(hidden);
                 }
             }
         };
         // kept drafts past the last token emitted leave the cache, so that the session holds
         // what it would without speculation: the prompt and every token emitted, the last one
         // only when a step ran after it
-        if lookup.is_some() {
+        if drafter.is_some() {
             let held = prompt.len() + ids.len() - usize::from(unstepped);
             if session.tokens().len() > held {
                 session.truncate(&self.model, held)?;
@@ -443,9 +483,14 @@ impl Engine {
             constraint_seconds,
             prefill_ops: ops_after_prefill - ops_at_start,
             decode_ops: self.model.ops() - ops_after_prefill,
-            draft_tokens: lookup.as_ref().map_or(0, |l| l.drafted),
-            accepted_draft_tokens: lookup.as_ref().map_or(0, |l| l.kept),
-            speculative_checks: lookup.as_ref().map_or(0, |l| l.checks),
+            draft_tokens: drafter.as_ref().map_or(0, |d| d.control().drafted),
+            accepted_draft_tokens: drafter.as_ref().map_or(0, |d| d.control().kept),
+            speculative_checks: drafter.as_ref().map_or(0, |d| d.control().checks),
+            speculation: if drafter.is_some() {
+                speculation
+            } else {
+                Speculation::Off
+            },
             prefill_profile: profile_after_prefill.since(&profile_at_start),
             decode_profile: self.model.profile().since(&profile_after_prefill),
         };

@@ -41,7 +41,7 @@ pub use arch::{Family, ModelArch, Tuning};
 pub use backend::{BackendChoice, BackendKind};
 pub use device::DeviceChoice;
 pub use draft::DraftOutcome;
-pub use engine::{Engine, EngineConfig, ModelInfo, ScoredPosition};
+pub use engine::{AssistantInfo, Engine, EngineConfig, ModelInfo, ScoredPosition};
 pub use error::{Error, Result};
 pub use generate::{GenerateParams, Generation, GenerationStats, StopReason};
 pub use inspect::{ModelFacts, inspect_model};
@@ -54,6 +54,7 @@ pub use runtime::{
 pub use sampling::{ConstraintError, SamplingParams, TokenConstraint};
 pub use session::{Session, SessionConfig};
 pub use speculate::Speculation;
+pub use speculate::mtp::{DraftScore, ScoredChain};
 pub use thermal::{ThermalConfig, ThermalNotice, ThermalState};
 pub use tokenizer::{ChatMessage, GemmaTokenizer, Role};
 

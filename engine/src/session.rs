@@ -79,6 +79,11 @@ impl Session {
         &self.cache
     }
 
+    /// An assistant's drafting reads the cache (`model::assistant`); it writes nothing.
+    pub(crate) fn cache_mut(&mut self) -> &mut KvCache {
+        &mut self.cache
+    }
+
     /// For restore: the cache and token list, to be refilled together.
     pub(crate) fn parts_mut(&mut self) -> (&mut KvCache, &mut Vec<u32>) {
         self.last_hidden = None;

@@ -127,6 +127,7 @@ pub fn run(args: Args) -> Result<()> {
     let mut decode_profile = (Vec::new(), 1);
     let speculation = args.speculation.speculate;
     let mut drafts = (0, 0, 0);
+    let mut speculation_mode = speculation;
     let decode = median((0..reps).map(|_| {
         engine.reset_session()?;
         // the first token comes from the prefill; the next `decode_tokens` are decode steps
@@ -141,6 +142,7 @@ pub fn run(args: Args) -> Result<()> {
         let steps = g.stats.generated_tokens.saturating_sub(1).max(1);
         decode_ops = g.stats.decode_ops as f64 / steps as f64;
         decode_profile = (g.stats.decode_profile, steps);
+        speculation_mode = g.stats.speculation;
         drafts = (
             g.stats.draft_tokens,
             g.stats.accepted_draft_tokens,
@@ -179,7 +181,7 @@ pub fn run(args: Args) -> Result<()> {
         "decodeTokens": args.decode_tokens,
         "decodeTokensPerSecond": decode,
         // the last decode repetition's speculation (the same in each: greedy, same prompt)
-        "speculation": speculation.as_str(),
+        "speculation": speculation_mode.as_str(),
         "draftTokens": drafts.0,
         "acceptedDraftTokens": drafts.1,
         "speculativeChecks": drafts.2,
@@ -229,7 +231,7 @@ pub fn run(args: Args) -> Result<()> {
         "decode            {:.1} tok/s ({} tokens; speculation {}: {} of {} drafted tokens kept in {} checks)",
         decode,
         args.decode_tokens,
-        speculation.as_str(),
+        speculation_mode.as_str(),
         drafts.1,
         drafts.0,
         drafts.2

@@ -73,7 +73,8 @@ pub fn run(args: Args) -> Result<()> {
                 "decodeTokensPerSecond": generation.stats.decode_tokens_per_second,
             },
             "speculation": {
-                "mode": params_speculation.as_str(),
+                "requested": params_speculation.as_str(),
+                "mode": generation.stats.speculation.as_str(),
                 "draftTokens": generation.stats.draft_tokens,
                 "acceptedDraftTokens": generation.stats.accepted_draft_tokens,
                 "checks": generation.stats.speculative_checks,

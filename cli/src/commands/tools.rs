@@ -49,7 +49,7 @@ enum Command {
         mcp: McpOptions,
     },
     /// Run one tool with JSON arguments, without the model (except for summarize_file)
-    Call(CallArgs),
+    Call(Box<CallArgs>),
 }
 
 #[derive(ClapArgs)]
@@ -92,7 +92,7 @@ impl Args {
 pub fn run(args: Args) -> Result<()> {
     match args.command {
         Command::List { json, mcp } => list(json, &mcp),
-        Command::Call(call) => run_call(call),
+        Command::Call(call) => run_call(*call),
     }
 }
 

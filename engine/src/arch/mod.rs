@@ -27,6 +27,7 @@
 //! This file holds the description's types; `read.rs` the reading every generation shares,
 //! `rules.rs` what a generation decides, and `gemma.rs` … `gemma4.rs` each generation's rules.
 
+pub mod assistant;
 mod gemma;
 mod gemma2;
 mod gemma3;

@@ -56,12 +56,17 @@ impl Reader<'_> {
     }
 
     pub fn read(&self) -> Result<ModelArch> {
+        match Family::from_arch(self.arch) {
+            Some(family) => self.read_as(family),
+            None => Err(self.refuse_architecture(self.arch)),
+        }
+    }
+
+    /// The description under `family`'s rules, whatever `general.architecture` names (a Gemma
+    /// 4 assistant's blocks are Gemma 4's, `arch::assistant`).
+    pub fn read_as(&self, family: Family) -> Result<ModelArch> {
         let m = self.meta;
         let arch = self.arch;
-        let family = match Family::from_arch(arch) {
-            Some(f) => f,
-            None => return Err(self.refuse_architecture(arch)),
-        };
         let rules = rules::of(family);
         if self.opt_usize(keys::EXPERT_COUNT)?.unwrap_or(0) > 0 {
             return Err(self.unsupported(format!(
@@ -311,6 +316,11 @@ impl Reader<'_> {
             "gemma3n" => Some("Gemma 3n models are not supported yet".to_string()),
             "gemma-embedding" | "gemma_embedding" => Some(
                 "this is an embedding model (EmbeddingGemma), not a model that writes text".into(),
+            ),
+            super::assistant::ARCH => Some(
+                "this is a Gemma 4 multi-token-prediction assistant, which drafts for its Gemma 4 \
+                 model: load that model and give this file as its assistant (--assistant)"
+                    .into(),
             ),
             "clip" | "mmproj" => Some(
                 "this is a vision or audio projector (mmproj) file, not a language model; load the Gemma GGUF itself".into(),

@@ -122,6 +122,12 @@ impl Backend for CandleBackend<'_> {
         seq: usize,
     ) -> Result<Tensor> {
         let (n_head, n_kv, d) = (spec.n_head, spec.n_kv_head, spec.head_dim);
+        if !spec.own_position {
+            // an assistant's drafting runs where speculation does: on the host backend
+            return Err(crate::error::Error::InvalidArgument(
+                "the candle backend attends over the queries' own positions only".into(),
+            ));
+        }
         // [seq, heads·d] → [heads, seq, d]
         let q =
             (q.reshape((seq, n_head, d))?.transpose(0, 1)?.contiguous()? * spec.q_scale as f64)?;
@@ -177,6 +183,19 @@ impl Backend for CandleBackend<'_> {
     fn duplicate(&self, x: &Tensor) -> Result<Tensor> {
         // tensors are never changed in place here: sharing the storage is a copy
         Ok(x.clone())
+    }
+
+    fn concat_columns(&self, a: Tensor, _: usize, b: Tensor, _: usize) -> Result<Tensor> {
+        Ok(Tensor::cat(&[a, b], D::Minus1)?)
+    }
+
+    fn act_of(&self, hidden: &Hidden) -> Result<Tensor> {
+        Ok(match hidden.repr() {
+            crate::model::HiddenRepr::Device(t) => t.clone(),
+            crate::model::HiddenRepr::Host(v) => {
+                Tensor::from_slice(v, (hidden.rows(), hidden.width()), self.device())?
+            }
+        })
     }
 
     fn split_columns(&self, x: Tensor, width: usize, parts: usize) -> Result<Vec<Tensor>> {

@@ -122,6 +122,22 @@ impl<B: Backend> Backend for Counting<'_, B> {
         self.one(OpKey::op("duplicate"), || self.inner.duplicate(x))
     }
 
+    fn concat_columns(
+        &self,
+        a: Self::Act,
+        a_width: usize,
+        b: Self::Act,
+        b_width: usize,
+    ) -> Result<Self::Act> {
+        self.one(OpKey::op("concat_columns"), || {
+            self.inner.concat_columns(a, a_width, b, b_width)
+        })
+    }
+
+    fn act_of(&self, hidden: &Hidden) -> Result<Self::Act> {
+        self.one(OpKey::op("act_of"), || self.inner.act_of(hidden))
+    }
+
     fn split_columns(&self, x: Self::Act, width: usize, parts: usize) -> Result<Vec<Self::Act>> {
         self.one(OpKey::op("split_columns"), || {
             self.inner.split_columns(x, width, parts)

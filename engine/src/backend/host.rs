@@ -98,7 +98,15 @@ impl Backend for HostBackend<'_> {
             release_scratch(k);
             release_scratch(v);
         }
-        let view = cache.host_view(spec.cache_layer, start + seq)?;
+        // the keys the queries see end at the last one's position, or just before the first
+        // (an assistant's query over its target's cache: one row, see `AttentionSpec`)
+        let end = start + seq - usize::from(!spec.own_position);
+        if !spec.own_position && (seq != 1 || start == 0) {
+            return Err(Error::InvalidArgument(
+                "a query over earlier positions only is one row after the first".into(),
+            ));
+        }
+        let view = cache.host_view(spec.cache_layer, end)?;
         let vis = Visibility {
             slot_pos: if spec.sliding {
                 SlotPositions::Ring(view.ring_positions)
@@ -125,7 +133,7 @@ impl Backend for HostBackend<'_> {
             seq,
             vis: &vis,
             softcap: spec.softcap,
-            cells: cells(start + seq),
+            cells: cells(end),
         };
         let out = match self.sums {
             RowSums::AsOneRow if seq > 1 => {
@@ -184,6 +192,36 @@ impl Backend for HostBackend<'_> {
         let mut out = scratch_overwritten(x.len());
         out.copy_from_slice(x);
         Ok(out)
+    }
+
+    fn concat_columns(
+        &self,
+        a: Vec<f32>,
+        a_width: usize,
+        b: Vec<f32>,
+        b_width: usize,
+    ) -> Result<Vec<f32>> {
+        let rows = rows_of(&a, a_width);
+        if rows * a_width != a.len() || rows * b_width != b.len() {
+            return Err(Error::InvalidArgument(format!(
+                "columns of {} and {} values as rows of {a_width} and {b_width}",
+                a.len(),
+                b.len()
+            )));
+        }
+        let mut out = scratch_overwritten(rows * (a_width + b_width));
+        for r in 0..rows {
+            let row = &mut out[r * (a_width + b_width)..][..a_width + b_width];
+            row[..a_width].copy_from_slice(&a[r * a_width..][..a_width]);
+            row[a_width..].copy_from_slice(&b[r * b_width..][..b_width]);
+        }
+        release_scratch(a);
+        release_scratch(b);
+        Ok(out)
+    }
+
+    fn act_of(&self, hidden: &Hidden) -> Result<Vec<f32>> {
+        hidden.to_vec()
     }
 
     fn split_columns(&self, x: Vec<f32>, width: usize, parts: usize) -> Result<Vec<Vec<f32>>> {

@@ -112,6 +112,10 @@ pub(crate) struct AttentionSpec {
     pub window: Option<usize>,
     pub softcap: Option<f32>,
     pub q_scale: f32,
+    /// The cache holds the queries' own positions (`false`: only the positions before them,
+    /// as for an assistant's query over its target's cache, which attends to the keys before
+    /// the token it drafts from; `model::assistant`).
+    pub own_position: bool,
 }
 
 /// Activations are `[rows, width]` matrices; every operation knows the row width it needs.
@@ -158,6 +162,17 @@ pub(crate) trait Backend {
     fn duplicate(&self, x: &Self::Act) -> Result<Self::Act>;
     /// `[rows, parts × width]` → `parts` activations of `[rows, width]`.
     fn split_columns(&self, x: Self::Act, width: usize, parts: usize) -> Result<Vec<Self::Act>>;
+    /// `[rows, a_width]` and `[rows, b_width]` → `[rows, a_width + b_width]`, each row `a`'s
+    /// then `b`'s.
+    fn concat_columns(
+        &self,
+        a: Self::Act,
+        a_width: usize,
+        b: Self::Act,
+        b_width: usize,
+    ) -> Result<Self::Act>;
+    /// Hidden states as activations (an assistant's input, `model::assistant`).
+    fn act_of(&self, hidden: &Hidden) -> Result<Self::Act>;
     /// The last of `rows` rows of `width`.
     fn last_row(&self, x: Self::Act, width: usize) -> Result<Self::Act>;
     /// Rows of several steps, in order.

@@ -29,6 +29,8 @@ pub fn scoped(arch: &str, suffix: &str) -> String {
 pub const CONTEXT_LENGTH: &str = "context_length";
 pub const EMBEDDING_LENGTH: &str = "embedding_length";
 pub const EMBEDDING_LENGTH_PER_LAYER: &str = "embedding_length_per_layer_input";
+/// A Gemma 4 assistant's: the width of the model it drafts for.
+pub const EMBEDDING_LENGTH_OUT: &str = "embedding_length_out";
 pub const BLOCK_COUNT: &str = "block_count";
 pub const FEED_FORWARD_LENGTH: &str = "feed_forward_length";
 pub const EXPERT_COUNT: &str = "expert_count";
@@ -61,6 +63,10 @@ pub const ROPE_FREQS: &str = "rope_freqs.weight";
 pub const PER_LAYER_TOKEN_EMBD: &str = "per_layer_token_embd.weight";
 pub const PER_LAYER_MODEL_PROJ: &str = "per_layer_model_proj.weight";
 pub const PER_LAYER_PROJ_NORM: &str = "per_layer_proj_norm.weight";
+/// A Gemma 4 assistant's input projection (token embedding ‖ the target's hidden state → its
+/// width) and output projection (its hidden state → the target's width, the next step's input).
+pub const NEXTN_PRE_PROJECTION: &str = "nextn.pre_projection.weight";
+pub const NEXTN_POST_PROJECTION: &str = "nextn.post_projection.weight";
 
 /// `blk.{il}.{part}.weight`.
 pub fn block(il: usize, part: &str) -> String {

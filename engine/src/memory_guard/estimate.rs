@@ -154,7 +154,7 @@ impl MemoryEstimate {
         ]
         .iter()
         .fold(0u64, |a, &b| a.saturating_add(b as u64));
-        let check_rows = crate::speculate::lookup::MAX_DRAFT as u64 + 1;
+        let check_rows = crate::speculate::MAX_DRAFT as u64 + 1;
         let compute_bytes = (4 * chunk)
             .saturating_mul(per_token)
             .saturating_add(8u64.saturating_mul(shape.n_vocab as u64))

@@ -25,6 +25,19 @@ use crate::kv_cache::KvCache;
 use crate::model::Hidden;
 use crate::model::weights::PleWeights;
 
+/// Which positions a run of the blocks covers and how its attention sees the cache.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Blocks {
+    /// The first position and how many.
+    pub start: usize,
+    pub seq: usize,
+    pub output: Output,
+    /// Whether the cache holds the positions run (the model's own pass: their keys are
+    /// written, or were by the layer it shares) or only those before them (an assistant's
+    /// query over its target's cache, `model::assistant`).
+    pub own_position: bool,
+}
+
 impl Model {
     /// `tokens` in steps of at most `cache.chunk()`; the hidden states `output` asks for.
     pub(super) fn forward_chunks<B: Backend>(
@@ -66,13 +79,57 @@ impl Model {
         let w = &self.weights;
         let (e, eps, seq) = (a.n_embd, a.rms_eps, tokens.len());
         let start = cache.len();
-        let mut x = b.embed(&w.embedding, tokens, a.embed_scale)?;
+        let x = b.embed(&w.embedding, tokens, a.embed_scale)?;
         let ple = match &w.ple {
             Some(p) => Some(self.per_layer_inputs(b, p, &x, tokens)?),
             None => None,
         };
 
         cache.begin_step(start, seq);
+        let blocks = Blocks {
+            start,
+            seq,
+            output,
+            own_position: true,
+        };
+        let x = self.blocks(b, x, ple.as_deref(), cache, blocks);
+        if let Some(ple) = ple {
+            for p in ple {
+                b.release(p);
+            }
+        }
+        let x = x?;
+        cache.advance(start + seq);
+        let rows = match output {
+            Output::All | Output::AllAsDecode => x,
+            Output::Last => b.last_row(x, e)?,
+        };
+        let out = b.rms_norm(&rows, &w.output_norm, eps)?;
+        b.release(rows);
+        Ok(out)
+    }
+
+    /// The blocks over the input activations `x` `[seq, n_embd]` of positions `start..`: each
+    /// layer's attention reads (and, where the layer stores K/V, writes) `cache`. Returns the
+    /// last block's output, before the output norm (of the last row only for [`Output::Last`]
+    /// where the generation drops the others early).
+    pub(super) fn blocks<B: Backend>(
+        &self,
+        b: &B,
+        mut x: B::Act,
+        ple: Option<&[B::Act]>,
+        cache: &mut KvCache,
+        run: Blocks,
+    ) -> Result<B::Act> {
+        let a = &self.arch;
+        let w = &self.weights;
+        let (e, eps) = (a.n_embd, a.rms_eps);
+        let Blocks {
+            start,
+            seq,
+            output,
+            own_position,
+        } = run;
         for (il, (spec, lw)) in a.layers.iter().zip(&w.layers).enumerate() {
             let _span = tracing::trace_span!("block", il).entered();
             let rope = self.rope(spec.rope);
@@ -128,6 +185,7 @@ impl Model {
                 window: a.window,
                 softcap: a.attn_softcap,
                 q_scale: spec.q_scale,
+                own_position,
             };
             let attn = b.attention(q, kv, cache, &attention, start, seq)?;
             let mut o = b.matmul(&lw.o, &attn)?;
@@ -164,7 +222,7 @@ impl Model {
             }
             b.add(&mut x, f)?;
 
-            if let (Some(pw), Some(ple)) = (&lw.ple, &ple) {
+            if let (Some(pw), Some(ple)) = (&lw.ple, ple) {
                 let g = b.matmul(&pw.inp_gate, &x)?;
                 let g = b.geglu(g, &ple[il])?;
                 let mut p = b.matmul(&pw.proj, &g)?;
@@ -176,19 +234,7 @@ impl Model {
                 b.scale(&mut x, s)?;
             }
         }
-        if let Some(ple) = ple {
-            for p in ple {
-                b.release(p);
-            }
-        }
-        cache.advance(start + seq);
-        let rows = match output {
-            Output::All | Output::AllAsDecode => x,
-            Output::Last => b.last_row(x, e)?,
-        };
-        let out = b.rms_norm(&rows, &w.output_norm, eps)?;
-        b.release(rows);
-        Ok(out)
+        Ok(x)
     }
 
     /// Gemma 4's per-layer inputs, one `[seq, width]` activation per layer (llama.cpp

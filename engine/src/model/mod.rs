@@ -9,6 +9,7 @@
 //! embedding stays quantized: rows are dequantized one at a time on lookup and, when the output
 //! is tied, the same matrix is the output projection.
 
+pub mod assistant;
 mod forward;
 mod hidden;
 mod linear;
@@ -101,6 +102,28 @@ impl Model {
         backend: BackendKind,
     ) -> Result<Self> {
         let arch = ModelArch::of(file)?;
+        let mut model = Self::load_described(file, arch, max_context, device, backend, true)?;
+        #[cfg(any(feature = "cuda", feature = "metal", feature = "metal-emulated"))]
+        if backend == BackendKind::Candle {
+            model.fused =
+                crate::backend::fused::FusedDecoder::new(&model, file)?.map(std::sync::Mutex::new);
+        }
+        #[cfg(not(any(feature = "cuda", feature = "metal", feature = "metal-emulated")))]
+        let _ = &mut model;
+        Ok(model)
+    }
+
+    /// The weights `arch` describes, with RoPE tables for `max_context` positions; a pool of
+    /// compute threads of its own for the host backend when `own_pool` (an assistant runs in
+    /// its target's, `assistant`).
+    fn load_described(
+        file: &mut ModelFile,
+        arch: ModelArch,
+        max_context: usize,
+        device: &Device,
+        backend: BackendKind,
+        own_pool: bool,
+    ) -> Result<Self> {
         let weights = Weights::load(file, &arch, device, backend)?;
         let rope_len = max_context.max(1);
         let ropes = arch
@@ -114,14 +137,13 @@ impl Model {
                 RopeTable::new(spec, factors, rope_len, backend.device_tables(device))
             })
             .collect::<candle_core::Result<Vec<_>>>()?;
-        let pool = if backend == BackendKind::Host {
+        let pool = if backend == BackendKind::Host && own_pool {
             // sized by RAYON_NUM_THREADS (`device::set_threads`), else the logical CPUs
             Some(compute_pool(None, "companion-compute")?)
         } else {
             None
         };
-        #[allow(unused_mut)]
-        let mut model = Model {
+        Ok(Model {
             arch,
             weights,
             ropes,
@@ -134,13 +156,7 @@ impl Model {
             profile: Default::default(),
             #[cfg(any(feature = "cuda", feature = "metal", feature = "metal-emulated"))]
             fused: None,
-        };
-        #[cfg(any(feature = "cuda", feature = "metal", feature = "metal-emulated"))]
-        if backend == BackendKind::Candle {
-            model.fused =
-                crate::backend::fused::FusedDecoder::new(&model, file)?.map(std::sync::Mutex::new);
-        }
-        Ok(model)
+        })
     }
 
     /// Run decode steps through Metal's fused decoder on the emulated device (`--device

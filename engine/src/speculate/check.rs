@@ -5,17 +5,19 @@
 use super::accept;
 use crate::engine::Engine;
 use crate::error::{Error, Result};
-use crate::model::Output;
+use crate::model::{Hidden, Output};
 use crate::sampling::Sampler;
 use crate::session::Session;
 
 /// What a check decided.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub(crate) struct Checked {
     /// Drafted tokens kept (their keys stay in the cache).
     pub kept: usize,
     /// The token after them: the model's own, not yet in the cache.
     pub next: u32,
+    /// The hidden state `next` was chosen from (an assistant drafts from it, `mtp`).
+    pub next_hidden: Hidden,
 }
 
 impl Engine {
@@ -63,7 +65,12 @@ impl Engine {
                 sampler.sample(logits, &seen)
             }
         };
+        let next_hidden = hidden.row(kept)?;
         session.truncate(&self.model, before + 1 + kept)?;
-        Ok(Checked { kept, next })
+        Ok(Checked {
+            kept,
+            next,
+            next_hidden,
+        })
     }
 }

@@ -140,31 +140,16 @@ fn limits(stem: &str) -> (f64, f64) {
 }
 
 fn check_backend(backend: BackendChoice, scoring: Path) {
-    let mut report = Vec::new();
-    let mut failures = Vec::new();
+    let mut report = crate::AgreementReport::default();
     for (stem, path, reference) in fixtures() {
         let engine = load(&path, backend);
-        let (agree, decided, mean) = agreement(&engine, &reference, scoring);
-        let rate = agree as f64 / decided as f64;
-        let (min_rate, max_mean) = limits(&stem);
-        let line = format!(
-            "{stem:<28} top-1 {agree}/{decided} ({:.1}%), mean |Δ logprob| {mean:.4}",
-            rate * 100.0
+        report.add(
+            &stem,
+            agreement(&engine, &reference, scoring),
+            limits(&stem),
         );
-        if rate < min_rate || mean > max_mean {
-            failures.push(format!(
-                "{line}  (needs ≥ {:.0}%, ≤ {max_mean})",
-                min_rate * 100.0
-            ));
-        }
-        report.push(line);
     }
-    eprintln!("{backend:?} backend, {scoring:?}:\n{}", report.join("\n"));
-    assert!(
-        failures.is_empty(),
-        "below the limits:\n{}",
-        failures.join("\n")
-    );
+    report.finish(&format!("{backend:?} backend, {scoring:?}"));
 }
 
 #[test]
