@@ -66,6 +66,9 @@ pub enum Error {
     },
     #[error("the model does not work: {0}")]
     ModelNotWorking(String),
+    /// A Gemma 4 assistant imported where no model of the library is one it drafts for.
+    #[error("{0}")]
+    AssistantFitsNoModel(String),
     #[error("{model} failed its self-check, so {kept} stays in use: {reason}")]
     SelfCheckFailed {
         model: String,
@@ -105,6 +108,7 @@ impl Error {
             Error::NotEnoughSpace { .. } => "disk_full",
             Error::ModelFileMissing { .. } => "model_file_missing",
             Error::ModelNotWorking(_) => "model_not_working",
+            Error::AssistantFitsNoModel(_) => "assistant_fits_no_model",
             Error::ModelDamaged { .. } => "model_damaged",
             Error::SelfCheckFailed { .. } => "self_check_failed",
             // ENOSPC (28 on Linux and Darwin): the disk filled up during the copy

@@ -15,6 +15,7 @@
 //!   the document job (summarize_file), and the sandbox from the grants the store keeps.
 
 pub mod agent_loop;
+pub mod assistants;
 pub mod completion;
 pub mod documents;
 pub mod error;

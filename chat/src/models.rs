@@ -39,6 +39,9 @@ pub struct Imported {
     pub added: bool,
     /// The model of the same name that this one is a newer version of, if any.
     pub newer_than: Option<ModelRecord>,
+    /// When the file was a Gemma 4 assistant: its pairing (`model` is the model it was paired
+    /// with, `added` whether its file was copied in).
+    pub assistant: Option<crate::assistants::Paired>,
 }
 
 /// Check `source`, copy it into `models_dir` and keep it in the library. `expected_sha256`: the
@@ -63,7 +66,7 @@ pub fn import_model(
 
 /// Where a copy is written before it is renamed into place: a file, flushed to the disk at the
 /// end. A trait so that the tests can make the disk fill up in the middle of a copy.
-trait PartialFile: Write {
+pub(crate) trait PartialFile: Write {
     fn sync(&mut self) -> std::io::Result<()>;
 }
 
@@ -73,7 +76,7 @@ impl PartialFile for std::fs::File {
     }
 }
 
-type CreatePartial<'a> = dyn Fn(&Path) -> std::io::Result<Box<dyn PartialFile>> + 'a;
+pub(crate) type CreatePartial<'a> = dyn Fn(&Path) -> std::io::Result<Box<dyn PartialFile>> + 'a;
 
 /// The temporary file, locked (`flock`) for as long as this import holds it open. Where the
 /// file system has no locks it is written unlocked, and [`sweep_stale_partials`] keeps it.
@@ -123,100 +126,51 @@ fn import_through(
     create: &CreatePartial<'_>,
 ) -> Result<Imported> {
     let expected = expected_sha256.map(parse_sha256).transpose()?;
+    if engine::is_assistant_file(source) {
+        return crate::assistants::import_assistant(
+            store,
+            models_dir,
+            source,
+            expected.as_deref(),
+            progress,
+            create,
+        );
+    }
     let facts = engine::inspect_model(source)?;
-    let source_name = source
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .ok_or_else(|| Error::ModelIo {
-            action: "import",
-            path: source.to_path_buf(),
-            source: std::io::Error::other("it names a folder, not a file"),
-        })?;
+    let source_name = file_name(source)?;
     let name = facts.name.clone().unwrap_or_else(|| {
         Path::new(&source_name)
             .file_stem()
             .map(|s| s.to_string_lossy().into_owned())
             .unwrap_or_else(|| source_name.clone())
     });
-    std::fs::create_dir_all(models_dir).map_err(|e| io("create", models_dir, e))?;
-    // an interrupted import's copy takes room this one may need
-    sweep_stale_partials(models_dir);
-    let free = fs4::available_space(models_dir)
-        .map_err(|e| io("read the free space of", models_dir, e))?;
-    let in_place = same_file(source, &models_dir.join(&source_name));
-    let needed = if in_place {
-        0
-    } else {
-        facts.file_bytes + SPARE_BYTES
-    };
-    if free < needed {
-        return Err(Error::NotEnoughSpace {
-            needed: facts.file_bytes,
-            free,
-            dir: models_dir.to_path_buf(),
-        });
-    }
-
-    let partial = models_dir.join(format!(".{source_name}.{}.partial", std::process::id()));
-    // `_held`: the copy's handle stays open (and locked) until it is renamed into place or
-    // removed, i.e. to the end of this function
-    let copied = if in_place {
-        hash_file(source, progress).map(|sha| (sha, None, None))
-    } else {
-        copy_and_hash(source, &partial, create, progress)
-            .map(|(sha, file)| (sha, Some(partial.clone()), Some(file)))
-    };
-    let (sha256, partial, _held) = match copied {
-        Ok(done) => done,
-        Err(e) => {
-            let _ = std::fs::remove_file(&partial);
-            return Err(e);
-        }
-    };
-    let discard = |partial: &Option<PathBuf>| {
-        if let Some(p) = partial {
-            let _ = std::fs::remove_file(p);
-        }
-    };
-    if let Some(expected) = &expected
-        && *expected != sha256
-    {
-        discard(&partial);
-        return Err(Error::Sha256Mismatch {
-            path: source.to_path_buf(),
-            expected: expected.clone(),
-            found: sha256,
-        });
-    }
+    let incoming = Incoming::copy(
+        models_dir,
+        source,
+        facts.file_bytes,
+        expected.as_deref(),
+        progress,
+        create,
+    )?;
     let known = store.models()?;
-    if let Some(existing) = known.iter().find(|m| m.sha256 == sha256).cloned() {
-        discard(&partial);
+    if let Some(existing) = known.iter().find(|m| m.sha256 == incoming.sha256).cloned() {
+        incoming.discard();
         return Ok(Imported {
             model: existing,
             added: false,
             newer_than: None,
+            assistant: None,
         });
     }
-    let target = match &partial {
-        None => source.to_path_buf(),
-        Some(partial) => {
-            let target = free_name(models_dir, &source_name, &sha256);
-            if let Err(e) = std::fs::rename(partial, &target) {
-                let _ = std::fs::remove_file(partial);
-                return Err(io("store", &target, e));
-            }
-            sync_dir(models_dir);
-            target
-        }
-    };
-    let target_abs = target.canonicalize().unwrap_or_else(|_| target.clone());
+    let sha256 = incoming.sha256.clone();
+    let placed = incoming.place()?;
     let older = known
         .into_iter()
         .filter(|m| m.name == name)
         .max_by_key(|m| m.version);
     let kept = store.add_model(&NewModel {
         name,
-        path: target_abs.display().to_string(),
+        path: placed.path.display().to_string(),
         architecture: facts.architecture,
         parameters: facts.parameters,
         quantization: facts.quantization,
@@ -233,13 +187,145 @@ fn import_through(
             model,
             added,
             newer_than: older,
+            assistant: None,
         }),
         Err(e) => {
-            if partial.is_some() {
-                let _ = std::fs::remove_file(&target);
-            }
+            placed.undo();
             Err(e.into())
         }
+    }
+}
+
+/// The file name of what the user asked to import.
+pub(crate) fn file_name(source: &Path) -> Result<String> {
+    source
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .ok_or_else(|| Error::ModelIo {
+            action: "import",
+            path: source.to_path_buf(),
+            source: std::io::Error::other("it names a folder, not a file"),
+        })
+}
+
+/// A file being imported: copied into the library's folder while it is hashed (or hashed
+/// where it is, when it is in that folder already), not yet in place.
+pub(crate) struct Incoming {
+    pub sha256: String,
+    models_dir: PathBuf,
+    source: PathBuf,
+    source_name: String,
+    /// The temporary copy; `None` when the file is in the library's folder already.
+    partial: Option<PathBuf>,
+    /// The copy's handle stays open (and locked) until it is placed or discarded.
+    _held: Option<Box<dyn PartialFile>>,
+}
+
+/// Where an imported file was placed, and whether the import copied it there.
+pub(crate) struct Placed {
+    pub path: PathBuf,
+    copied: bool,
+}
+
+impl Placed {
+    /// Remove the copy again (what kept it failed).
+    pub fn undo(&self) {
+        if self.copied {
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
+}
+
+impl Incoming {
+    /// Check the free space, copy and hash; a file whose sha256 is not `expected` is not kept.
+    pub fn copy(
+        models_dir: &Path,
+        source: &Path,
+        file_bytes: u64,
+        expected: Option<&str>,
+        progress: &mut dyn FnMut(u64, u64),
+        create: &CreatePartial<'_>,
+    ) -> Result<Incoming> {
+        let source_name = file_name(source)?;
+        std::fs::create_dir_all(models_dir).map_err(|e| io("create", models_dir, e))?;
+        // an interrupted import's copy takes room this one may need
+        sweep_stale_partials(models_dir);
+        let free = fs4::available_space(models_dir)
+            .map_err(|e| io("read the free space of", models_dir, e))?;
+        let in_place = same_file(source, &models_dir.join(&source_name));
+        let needed = if in_place {
+            0
+        } else {
+            file_bytes + SPARE_BYTES
+        };
+        if free < needed {
+            return Err(Error::NotEnoughSpace {
+                needed: file_bytes,
+                free,
+                dir: models_dir.to_path_buf(),
+            });
+        }
+        let partial = models_dir.join(format!(".{source_name}.{}.partial", std::process::id()));
+        let copied = if in_place {
+            hash_file(source, progress).map(|sha| (sha, None, None))
+        } else {
+            copy_and_hash(source, &partial, create, progress)
+                .map(|(sha, file)| (sha, Some(partial.clone()), Some(file)))
+        };
+        let (sha256, partial, held) = match copied {
+            Ok(done) => done,
+            Err(e) => {
+                let _ = std::fs::remove_file(&partial);
+                return Err(e);
+            }
+        };
+        let incoming = Incoming {
+            sha256,
+            models_dir: models_dir.to_path_buf(),
+            source: source.to_path_buf(),
+            source_name,
+            partial,
+            _held: held,
+        };
+        if let Some(expected) = expected
+            && *expected != incoming.sha256
+        {
+            let found = incoming.sha256.clone();
+            incoming.discard();
+            return Err(Error::Sha256Mismatch {
+                path: source.to_path_buf(),
+                expected: expected.to_string(),
+                found,
+            });
+        }
+        Ok(incoming)
+    }
+
+    /// Not kept: the copy goes.
+    pub fn discard(self) {
+        if let Some(p) = &self.partial {
+            let _ = std::fs::remove_file(p);
+        }
+    }
+
+    /// Rename the copy into place, under a name no other file has.
+    pub fn place(self) -> Result<Placed> {
+        let (path, copied) = match &self.partial {
+            None => (self.source.clone(), false),
+            Some(partial) => {
+                let target = free_name(&self.models_dir, &self.source_name, &self.sha256);
+                if let Err(e) = std::fs::rename(partial, &target) {
+                    let _ = std::fs::remove_file(partial);
+                    return Err(io("store", &target, e));
+                }
+                sync_dir(&self.models_dir);
+                (target, true)
+            }
+        };
+        Ok(Placed {
+            path: path.canonicalize().unwrap_or(path),
+            copied,
+        })
     }
 }
 
@@ -348,18 +434,16 @@ pub fn self_check(config: EngineConfig) -> Result<String> {
 }
 
 /// Forget a model and delete its file when it is in `models_dir` (a file the library did not
-/// copy stays where the user keeps it). The model in use is refused.
+/// copy stays where the user keeps it), and its assistant's likewise. The model in use is
+/// refused.
 pub fn remove_model(store: &Store, models_dir: &Path, model: &ModelRecord) -> Result<bool> {
+    let assistant = store.assistant_of(model.id)?;
     store.remove_model(model.id)?;
+    if let Some(a) = &assistant {
+        crate::assistants::remove_file_if_unused(store, models_dir, a);
+    }
     let path = Path::new(&model.path);
-    let ours = match (
-        path.parent().map(Path::canonicalize),
-        models_dir.canonicalize(),
-    ) {
-        (Some(Ok(parent)), Ok(dir)) => parent == dir,
-        _ => false,
-    };
-    if ours {
+    if in_folder(path, models_dir) {
         if let Err(e) = std::fs::remove_file(path) {
             tracing::warn!(path = %path.display(), error = %e, "a removed model's file stayed");
             return Ok(false);
@@ -367,6 +451,14 @@ pub fn remove_model(store: &Store, models_dir: &Path, model: &ModelRecord) -> Re
         return Ok(true);
     }
     Ok(false)
+}
+
+/// Whether `path` is a file in `dir` (one the library copied there).
+pub(crate) fn in_folder(path: &Path, dir: &Path) -> bool {
+    match (path.parent().map(Path::canonicalize), dir.canonicalize()) {
+        (Some(Ok(parent)), Ok(dir)) => parent == dir,
+        _ => false,
+    }
 }
 
 /// A sha256 the user typed: 64 hex digits, any case; lowercase out.

@@ -38,7 +38,8 @@ pub struct ModelOptions {
     #[arg(long, default_value_t = 2000, value_name = "MS", value_parser = clap::value_parser!(u64).range(1..))]
     pub thermal_interval: u64,
     /// A Gemma 4 multi-token-prediction assistant (a `gemma4-assistant` GGUF) to draft for the
-    /// model (--speculate mtp, and auto's choice when one is loaded)
+    /// model (--speculate mtp, and auto's choice when one is loaded) [default: the one the
+    /// library pairs with the model, if any]
     #[arg(long, value_name = "PATH")]
     pub assistant: Option<PathBuf>,
 }
@@ -75,9 +76,23 @@ impl ModelOptions {
             .unwrap_or_else(engine::default_model_path)
     }
 
+    /// `--assistant`, else the assistant the library pairs with the model.
+    pub fn assistant_path(&self, model: &std::path::Path) -> Option<PathBuf> {
+        if let Some(a) = &self.assistant {
+            return Some(a.clone());
+        }
+        let db = LIBRARY_DATABASE
+            .get()
+            .cloned()
+            .unwrap_or_else(memory::default_database_path);
+        crate::commands::models::library_assistant(&db, model)
+    }
+
     pub fn engine_config(&self) -> EngineConfig {
+        let model_path = self.model_path();
         EngineConfig {
-            model_path: self.model_path(),
+            assistant_path: self.assistant_path(&model_path),
+            model_path,
             device: self.device,
             backend: self.backend,
             context: self.context as usize,
@@ -87,7 +102,6 @@ impl ModelOptions {
                 sample_interval_ms: self.thermal_interval,
                 ..engine::ThermalConfig::default()
             },
-            assistant_path: self.assistant.clone(),
             ..EngineConfig::default()
         }
     }

@@ -177,12 +177,24 @@ impl Engine {
             config.backend.resolve(&device)
         };
         let mut file = ModelFile::open(&config.model_path)?;
+        // an assistant's weights take their share of memory beside the model's
+        let assistant_file = match &config.assistant_path {
+            Some(path) => Some(ModelFile::open(path)?),
+            None => None,
+        };
+        if let Some(a) = &assistant_file {
+            // one that does not fit is refused before any weight is read
+            ModelArch::assistant_of(a, &ModelArch::of(&file)?)?;
+        }
+        let assistant_bytes = assistant_file.as_ref().map_or(0, ModelFile::file_size);
         // Decided from the header, before any weight or cache is touched.
         let memory = fit_context(
             &ModelShape::of_file(&file)?,
             config.context,
             config.prefill_chunk,
-            system_memory(config.available_memory_bytes).available_bytes,
+            system_memory(config.available_memory_bytes)
+                .available_bytes
+                .map(|a| a.saturating_sub(assistant_bytes)),
         )?;
         if let Some(notice) = &memory.notice {
             tracing::warn!("{notice}");
@@ -199,9 +211,8 @@ impl Engine {
                     .into(),
             );
         }
-        let (assistant, assistant_info) = match &config.assistant_path {
-            Some(path) => {
-                let mut file = ModelFile::open(path)?;
+        let (assistant, assistant_info) = match (assistant_file, &config.assistant_path) {
+            (Some(mut file), Some(path)) => {
                 let assistant = Assistant::load(&mut file, &model)?;
                 let a = assistant.arch();
                 let info = AssistantInfo {
@@ -216,7 +227,7 @@ impl Engine {
                 };
                 (Some(assistant), Some(info))
             }
-            None => (None, None),
+            _ => (None, None),
         };
         let weights_seconds = t0.elapsed().as_secs_f64();
         let reduced = config.thermal.reduced_threads(model.threads());

@@ -56,3 +56,26 @@ pub fn inspect_model(path: &Path) -> Result<ModelFacts> {
         file_bytes: file.file_size(),
     })
 }
+
+/// Whether `path` is a Gemma 4 multi-token-prediction assistant (by its header's
+/// `general.architecture`); `false` for anything that is not, or not a readable GGUF.
+pub fn is_assistant_file(path: &Path) -> bool {
+    ModelFile::open(path).is_ok_and(|f| crate::arch::assistant::is_assistant(&f))
+}
+
+/// What an assistant file is, checked against the model it would draft for (both headers
+/// only): refused in one sentence when it does not fit that model.
+pub fn inspect_assistant(path: &Path, model: &Path) -> Result<ModelFacts> {
+    let target = ModelArch::of(&ModelFile::open(model)?)?;
+    let file = ModelFile::open(path)?;
+    let arch = ModelArch::assistant_of(&file, &target)?;
+    Ok(ModelFacts {
+        name: arch.name.clone(),
+        architecture: crate::arch::assistant::ARCH.to_string(),
+        family: "Gemma 4 assistant".to_string(),
+        tuning: arch.tuning,
+        parameters: arch.parameter_count(),
+        quantization: file.quantization_label(),
+        file_bytes: file.file_size(),
+    })
+}

@@ -44,7 +44,7 @@ pub use draft::DraftOutcome;
 pub use engine::{AssistantInfo, Engine, EngineConfig, ModelInfo, ScoredPosition};
 pub use error::{Error, Result};
 pub use generate::{GenerateParams, Generation, GenerationStats, StopReason};
-pub use inspect::{ModelFacts, inspect_model};
+pub use inspect::{ModelFacts, inspect_assistant, inspect_model, is_assistant_file};
 pub use kv_cache::PAGE_SIZE;
 pub use memory_guard::MemoryRelief;
 pub use model::{Hidden, Model};

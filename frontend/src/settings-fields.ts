@@ -41,7 +41,12 @@ export const DEVICE_CHOICES: readonly { value: Device; label: string }[] = [
 ];
 
 export const SPECULATION_CHOICES: readonly { value: Speculation; label: string }[] = [
-  { value: "lookup", label: "On: check drafts from the conversation (same replies)" },
+  {
+    value: "auto",
+    label: "On: drafts from the model's assistant when it has one, else from the conversation (same replies)",
+  },
+  { value: "lookup", label: "Drafts from the conversation (same replies)" },
+  { value: "mtp", label: "Drafts from the model's Gemma 4 assistant (import it into Models)" },
   { value: "off", label: "Off: one token at a time" },
 ];
 

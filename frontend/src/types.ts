@@ -212,9 +212,11 @@ export interface SearchHit {
 }
 
 export type Device = "cpu" | "cuda" | "metal";
-/** Speculative decoding: `lookup` drafts from the conversation and checks the draft in one
- *  pass (the same replies, faster where they repeat it); `off`: one token per pass. */
-export type Speculation = "lookup" | "off";
+/** Speculative decoding, the same replies either way: `lookup` drafts from the conversation
+ *  and checks the draft in one pass (faster where the reply repeats it); `mtp` drafts with the
+ *  model's Gemma 4 assistant (paired in the model library); `auto`: the assistant when the
+ *  model has one, else lookup; `off`: one token per pass. */
+export type Speculation = "auto" | "lookup" | "mtp" | "off";
 export type Theme = "system" | "light" | "dark";
 
 export interface Settings {

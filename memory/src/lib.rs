@@ -29,11 +29,11 @@ pub use policy::PolicyConfig;
 pub use reply::ReplyRecorder;
 pub use search::SearchHit;
 pub use store::{
-    ChunkSummary, DocumentKey, DocumentRecord, DocumentTotals, FolderGrant, GrantMode,
-    MAX_NOTE_TEXT_BYTES, MAX_NOTE_TITLE_BYTES, MAX_REMINDER_TEXT_BYTES, ModelId, ModelRecord,
-    NewModel, NewToolCall, Note, NoteHit, NoteId, Opened, Recovery, Reminder, ReminderId, Store,
-    StoreConfig, ToolCallId, ToolCallRecord, ToolOutcome, default_data_dir, default_database_path,
-    store_files,
+    AssistantRecord, ChunkSummary, DocumentKey, DocumentRecord, DocumentTotals, FolderGrant,
+    GrantMode, MAX_NOTE_TEXT_BYTES, MAX_NOTE_TITLE_BYTES, MAX_REMINDER_TEXT_BYTES, ModelId,
+    ModelRecord, NewModel, NewToolCall, Note, NoteHit, NoteId, Opened, Recovery, Reminder,
+    ReminderId, Store, StoreConfig, ToolCallId, ToolCallRecord, ToolOutcome, default_data_dir,
+    default_database_path, store_files,
 };
 pub use summarizer::{Summarizer, SummaryRequest, SummaryText};
 pub use sync::{Notice, Peer, SyncOptions, SyncReport, SyncStatus};

@@ -29,7 +29,8 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Check a Gemma GGUF and copy it into the library (a newer version when its name is known)
+    /// Check a Gemma GGUF and copy it into the library (a newer version when its name is
+    /// known); a Gemma 4 assistant is paired with the model it drafts for
     Import {
         path: PathBuf,
         /// The sha256 published with the file: a file that does not match is not kept
@@ -60,12 +61,16 @@ pub fn run(args: Args) -> Result<()> {
         Command::List { json } => {
             let models = store.models()?;
             let in_use = store.model_in_use()?;
+            let assistants = store.assistants()?;
+            let assistant_of =
+                |m: &memory::ModelRecord| assistants.iter().find(|a| a.model_id == m.id);
             if json {
                 let rows: Vec<serde_json::Value> = models
                     .iter()
                     .map(|m| {
                         let mut v = serde_json::to_value(m).unwrap_or_default();
                         v["inUse"] = in_use.as_ref().is_some_and(|u| u.id == m.id).into();
+                        v["assistant"] = serde_json::to_value(assistant_of(m)).unwrap_or_default();
                         v
                     })
                     .collect();
@@ -100,6 +105,15 @@ pub fn run(args: Args) -> Result<()> {
                     &m.sha256[..12],
                     memory::types::rfc3339(m.added_at)
                 )?;
+                if let Some(a) = assistant_of(m) {
+                    writeln!(
+                        out,
+                        "    with its Gemma 4 assistant  {:.1} MB  sha256 {}  ({})",
+                        a.file_bytes as f64 / 1e6,
+                        &a.sha256[..12],
+                        a.path
+                    )?;
+                }
             }
         }
         Command::Import { path, sha256 } => {
@@ -113,7 +127,23 @@ pub fn run(args: Args) -> Result<()> {
             )?;
             bar.finish();
             let m = &imported.model;
-            if !imported.added {
+            if let Some(paired) = &imported.assistant {
+                let a = &paired.assistant;
+                if imported.added {
+                    writeln!(
+                        out,
+                        "paired {} with its Gemma 4 assistant ({}), sha256 {}: it drafts for it with --speculate auto or mtp",
+                        m.label(),
+                        a.path,
+                        a.sha256
+                    )?;
+                } else {
+                    writeln!(out, "already paired with {} ({})", m.label(), a.path)?;
+                }
+                if let Some(old) = &paired.replaced {
+                    eprintln!("it replaces the assistant {} had ({})", m.label(), old.path);
+                }
+            } else if !imported.added {
                 writeln!(out, "already in the library as {} ({})", m.label(), m.path)?;
             } else {
                 writeln!(
@@ -205,6 +235,18 @@ pub fn run(args: Args) -> Result<()> {
 
 /// The model the library has in use in `db`, for commands given no `--model`: `None` when
 /// there is no database, no model chosen, or its file is gone (then with a notice).
+/// The assistant the library pairs with the model at `model_path`, if any (quietly none when
+/// the library cannot be read: the model still runs).
+pub fn library_assistant(db: &std::path::Path, model_path: &std::path::Path) -> Option<PathBuf> {
+    if !db.is_file() {
+        return None;
+    }
+    let store = Store::open(db).ok()?.store;
+    chat::assistants::assistant_for(&store, model_path)
+        .ok()
+        .flatten()
+}
+
 pub fn library_model(db: &std::path::Path) -> Option<PathBuf> {
     if !db.is_file() {
         return None;

@@ -227,3 +227,62 @@ fn a_file_that_does_not_match_its_sha256_or_is_no_model_leaves_nothing_behind() 
     let e = error(&lib.run(&["use", "nothing"]));
     assert!(e.starts_with("error [model_not_found]:"), "{e}");
 }
+
+/// A Gemma 4 assistant imports as a model does and pairs with the model it fits; a command
+/// that loads that model from the library drafts with it (`--speculate auto` runs `mtp`), the
+/// same tokens as without; it is refused in one line where it fits no model.
+#[test]
+fn an_assistant_pairs_with_its_model_and_drafts_for_it() {
+    let lib = Library::new();
+    let assistant = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/fixtures/gemma4-assistant/gemma4-dense.assistant.q8_0.gguf");
+    let refused = error(&lib.run(&["import", assistant.to_str().unwrap()]));
+    assert!(
+        refused.starts_with("error [assistant_fits_no_model]:")
+            && refused.contains("no Gemma 4 model is in the library"),
+        "{refused}"
+    );
+    assert!(lib.files().is_empty());
+
+    ok(&lib.run(&[
+        "import",
+        fixture("gemma4-dense.q8_0.gguf").to_str().unwrap(),
+    ]));
+    ok(&lib.run(&["use", "synthetic gemma4-dense"]));
+    let paired = ok(&lib.run(&["import", assistant.to_str().unwrap()]));
+    assert!(
+        paired.contains("paired synthetic gemma4-dense v1 with its Gemma 4 assistant"),
+        "{paired}"
+    );
+    let listed = lib.list();
+    assert_eq!(
+        listed[0]["assistant"]["sha256"].as_str().unwrap(),
+        sha256(&assistant)
+    );
+    assert!(ok(&lib.run(&["list"])).contains("with its Gemma 4 assistant"));
+
+    let generate = |speculate: &str| -> serde_json::Value {
+        let out = Command::new(env!("CARGO_BIN_EXE_companion"))
+            .args([
+                "generate",
+                "--raw",
+                "--json",
+                "--temperature",
+                "0",
+                "--max-tokens",
+                "40",
+            ])
+            .args(["--speculate", speculate, "a b c d"])
+            .env("COMPANION_DB", lib.db())
+            .env_remove("COMPANION_MODEL")
+            .output()
+            .unwrap();
+        serde_json::from_str(&ok(&out)).unwrap()
+    };
+    let auto = generate("auto");
+    assert_eq!(auto["speculation"]["mode"], "mtp");
+    assert!(auto["speculation"]["checks"].as_u64().unwrap() > 0);
+    let off = generate("off");
+    assert_eq!(off["speculation"]["mode"], "off");
+    assert_eq!(auto["ids"], off["ids"]);
+}

@@ -7,6 +7,7 @@
 //! write lock first), so a busy database makes it wait out the busy timeout at its start
 //! instead of failing with "database is locked" between its read and its write.
 
+mod assistants;
 mod conversations;
 mod documents;
 pub mod files;
@@ -384,6 +385,7 @@ fn move_aside(path: &Path) -> Result<PathBuf> {
     Ok(target)
 }
 
+pub use assistants::AssistantRecord;
 pub(crate) use conversations::insert_conversation;
 pub use documents::{ChunkSummary, DocumentKey, DocumentRecord, DocumentTotals};
 pub use grants::{FolderGrant, GrantMode};

@@ -9,7 +9,7 @@ use rusqlite::Connection;
 use crate::error::{Error, Result};
 
 /// The schema version this code writes.
-pub const SCHEMA_VERSION: i64 = 8;
+pub const SCHEMA_VERSION: i64 = 9;
 
 /// Version 1: conversations, messages, L2 summaries and KV snapshot records.
 const V1: &str = "
@@ -410,6 +410,18 @@ const V8: &str = "
 ALTER TABLE sync_state ADD COLUMN progress_marks TEXT NOT NULL DEFAULT '';
 ";
 
+/// Version 9: a Gemma 4 model's multi-token-prediction assistant, paired with it in the
+/// library (a file beside the model's, at most one per model; it goes with the model).
+const V9: &str = "
+CREATE TABLE model_assistants (
+    model_id      INTEGER PRIMARY KEY REFERENCES models (id) ON DELETE CASCADE,
+    path          TEXT NOT NULL,
+    sha256        TEXT NOT NULL,
+    file_bytes    INTEGER NOT NULL,
+    added_at      INTEGER NOT NULL
+);
+";
+
 /// One upgrade step: SQL, then Rust for what SQL cannot do (filling a new index).
 struct Step {
     sql: &'static str,
@@ -447,6 +459,10 @@ const STEPS: [Step; SCHEMA_VERSION as usize] = [
     },
     Step {
         sql: V8,
+        after: None,
+    },
+    Step {
+        sql: V9,
         after: None,
     },
 ];
