@@ -37,6 +37,7 @@ export function modelDetails(model: ModelView): [string, string][] {
     ["Memory estimate", formatMegabytes(model.memoryEstimateBytes)],
     ["KV cache per token", formatBytes(model.kvBytesPerToken)],
     ["Load time", formatMs(model.loadSeconds * 1000)],
+    ["Assistant", model.assistant ?? "None (drafts for speculation come from the conversation)"],
   ];
 }
 

@@ -285,6 +285,8 @@ export interface ModelView {
   memoryEstimateBytes: number;
   kvBytesPerToken: number;
   loadSeconds: number;
+  /** The Gemma 4 assistant that drafts for the model (paired in the library), in one line. */
+  assistant?: string | null;
 }
 
 export interface ModelFile {

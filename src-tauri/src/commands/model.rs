@@ -39,6 +39,9 @@ pub struct ModelView {
     pub memory_estimate_bytes: u64,
     pub kv_bytes_per_token: usize,
     pub load_seconds: f64,
+    /// The Gemma 4 assistant the library pairs with the model and that drafts for it (its
+    /// layout in one line), if any.
+    pub assistant: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -98,6 +101,7 @@ pub async fn model_info(state: State<'_, AppState>) -> Result<Option<ModelView>>
         memory_estimate_bytes: info.memory.estimate.total_bytes,
         kv_bytes_per_token: info.kv_bytes_per_token,
         load_seconds: info.load_seconds,
+        assistant: info.assistant.as_ref().map(|a| a.description.clone()),
     }))
 }
 
