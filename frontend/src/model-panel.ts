@@ -190,7 +190,13 @@ export function createModelPanel(hooks: ModelPanelHooks): ModelPanel {
     try {
       const onProgress = channel<ImportProgress>((p) => say(importProgressText(p)));
       const file = await call("import_model", { onProgress });
-      if (file) {
+      if (file?.pairedAssistant) {
+        say(
+          `Paired ${modelLabel(file)} with its Gemma 4 assistant` +
+            (file.current ? "; it drafts for the model from now on." : "; it drafts once you use the model."),
+        );
+        showFiles(await call("list_models"));
+      } else if (file) {
         say(`Imported ${modelLabel(file)}. Choose “Use” to switch to it.`);
         showFiles(await call("list_models"));
       }

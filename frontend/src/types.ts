@@ -298,6 +298,8 @@ export interface ModelFile {
   name: string | null;
   version: number | null;
   sha256: string | null;
+  /** An import's answer only: the file was a Gemma 4 assistant, now paired with this model. */
+  pairedAssistant?: boolean;
 }
 
 /** What verify_model found: the file hashed again against the sha256 of its import. */

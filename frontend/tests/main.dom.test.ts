@@ -137,6 +137,10 @@ describe("the app", () => {
         expected: path === "/m/gemma.gguf" ? "a5fd3b62230aa5ec" : "0123456789abcdef",
         found: path === "/m/gemma.gguf" ? "a5fd3b62230aa5ec" : "fedcba9876543210",
       }),
+      import_model: () => ({
+        path: "/m/gemma.gguf", fileName: "gemma.gguf", bytes: 253_113_024, current: true,
+        name: "Gemma 3 270m", version: 1, sha256: "a5fd3b62230aa5ec", pairedAssistant: true,
+      }),
       remove_model: () => {
         removed = true;
         return { fileDeleted: true };
@@ -257,8 +261,21 @@ describe("the app", () => {
     expect($("#model-details").textContent).toContain("Base model (continues text)");
     expect($("#model-tuning-notice").hidden).toBe(false);
     expect($("#model-tuning-notice").textContent).toBe(BASE_NOTICE);
+    // no assistant is paired with it: drafts come from the conversation
+    expect($("#model-details").textContent).toContain("None (drafts for speculation come from the conversation)");
     press(document.body, "Escape");
     expect($("#model-panel").hidden).toBe(true);
+  });
+
+  it("an imported Gemma 4 assistant is reported as paired with its model", async () => {
+    $("#open-model").click();
+    await settle();
+    $("#import-model").click();
+    await settle();
+    expect($("#model-panel .panel-message").textContent).toBe(
+      "Paired Gemma 3 270m v1 with its Gemma 4 assistant; it drafts for the model from now on.",
+    );
+    press(document.body, "Escape");
   });
 
   it("lists the library's versions, and a model that fails its self-check is not switched to", async () => {

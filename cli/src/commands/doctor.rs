@@ -41,6 +41,24 @@ pub fn run(args: Args) -> Result<()> {
     let context = config.context;
     let chunk = config.prefill_chunk;
 
+    // the model's Gemma 4 assistant (--assistant, or the library's pairing): checked against
+    // the model, and its bytes taken from what the context may use, as loading does
+    let assistant = config.assistant_path.as_ref().map(|path| {
+        match engine::inspect_assistant(path, &config.model_path) {
+            Ok(facts) => json!({
+                "path": path,
+                "parameters": facts.parameters,
+                "quantization": facts.quantization,
+                "fileBytes": facts.file_bytes,
+            }),
+            Err(e) => json!({ "path": path, "problem": e.to_string() }),
+        }
+    });
+    let assistant_bytes = assistant
+        .as_ref()
+        .and_then(|a| a["fileBytes"].as_u64())
+        .unwrap_or(0);
+    let available_for_model = available.map(|a| a.saturating_sub(assistant_bytes));
     // a file Companion cannot open or run is a problem the report names, not an error
     let opened = ModelFile::open(&config.model_path).and_then(|file| {
         let arch = engine::ModelArch::of(&file)?;
@@ -50,7 +68,7 @@ pub fn run(args: Args) -> Result<()> {
     let model = match opened {
         Ok((file, arch, shape)) => {
             let estimate = MemoryEstimate::new(&shape, context, chunk);
-            let fit = fit_context(&shape, context, chunk, available);
+            let fit = fit_context(&shape, context, chunk, available_for_model);
             json!({
                 "path": config.model_path,
                 "name": arch.name,
@@ -99,6 +117,7 @@ pub fn run(args: Args) -> Result<()> {
         "context": context,
         "minimumUsefulContext": MIN_USEFUL_CONTEXT,
         "model": model,
+        "assistant": assistant,
         "gemmaSizes": sizes,
         "logFile": crate::log::log_file(),
     });
@@ -139,6 +158,17 @@ pub fn run(args: Args) -> Result<()> {
             "architecture      {family}, {size} parameters, {} ({description})",
             m["quantization"].as_str().unwrap_or("?")
         )?;
+    }
+    if let Some(a) = out["assistant"].as_object() {
+        match a.get("problem").and_then(|p| p.as_str()) {
+            Some(problem) => writeln!(o, "assistant         {problem}")?,
+            None => writeln!(
+                o,
+                "assistant         {} (Gemma 4 MTP assistant, {})",
+                a["path"].as_str().unwrap_or("?"),
+                mb(&a["fileBytes"])
+            )?,
+        }
     }
     if let Some(tuning) = m["tuning"].as_str() {
         writeln!(o, "tuning            {tuning}")?;

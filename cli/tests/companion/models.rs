@@ -68,6 +68,17 @@ impl Library {
         serde_json::from_str(&ok(&self.run(&["list", "--json"]))).unwrap()
     }
 
+    /// `companion doctor --json` on the library's model in use.
+    fn doctor(&self) -> serde_json::Value {
+        let out = Command::new(env!("CARGO_BIN_EXE_companion"))
+            .args(["doctor", "--json"])
+            .env("COMPANION_DB", self.db())
+            .env_remove("COMPANION_MODEL")
+            .output()
+            .unwrap();
+        serde_json::from_str(&ok(&out)).unwrap()
+    }
+
     fn in_use(&self) -> Option<String> {
         self.list()
             .into_iter()
@@ -179,13 +190,7 @@ fn versions_a_failed_switch_keeps_the_model_in_use_and_the_one_in_use_stays() {
     assert_eq!(lib.files(), ["gemma3-gqa.q8_0.gguf"]);
 
     // a command without --model loads the model in use
-    let doctor = Command::new(env!("CARGO_BIN_EXE_companion"))
-        .args(["doctor", "--json"])
-        .env("COMPANION_DB", lib.db())
-        .env_remove("COMPANION_MODEL")
-        .output()
-        .unwrap();
-    let report: serde_json::Value = serde_json::from_str(&ok(&doctor)).unwrap();
+    let report = lib.doctor();
     let path = report["model"]["path"].as_str().unwrap();
     assert!(path.ends_with("models/gemma3-gqa.q8_0.gguf"), "{path}");
 
@@ -279,6 +284,13 @@ fn an_assistant_pairs_with_its_model_and_drafts_for_it() {
             .unwrap();
         serde_json::from_str(&ok(&out)).unwrap()
     };
+    // doctor names it beside the model
+    let report = lib.doctor();
+    assert_eq!(
+        report["assistant"]["fileBytes"].as_u64(),
+        Some(std::fs::metadata(&assistant).unwrap().len()),
+        "{report}"
+    );
     let auto = generate("auto");
     assert_eq!(auto["speculation"]["mode"], "mtp");
     assert!(auto["speculation"]["checks"].as_u64().unwrap() > 0);

@@ -57,6 +57,9 @@ pub struct ModelFileView {
     pub name: Option<String>,
     pub version: Option<i64>,
     pub sha256: Option<String>,
+    /// An import's answer only: the file was a Gemma 4 assistant, now paired with this model.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub paired_assistant: bool,
 }
 
 fn file_name(path: &Path) -> String {
@@ -148,6 +151,7 @@ fn view(path: &Path, current: &Path) -> ModelFileView {
         name: None,
         version: None,
         sha256: None,
+        paired_assistant: false,
     }
 }
 
@@ -221,7 +225,7 @@ pub async fn import_model<R: Runtime>(
     let models_dir = state.config.models_dir.clone();
     let database = state.config.database.clone();
     let current = state.settings().model_path();
-    let imported = tauri::async_runtime::spawn_blocking(move || {
+    let (imported, paired_assistant) = tauri::async_runtime::spawn_blocking(move || {
         import_file(
             &source,
             &models_dir,
@@ -236,22 +240,34 @@ pub async fn import_model<R: Runtime>(
             format!("The import stopped unexpectedly ({e}); try again."),
         )
     })??;
-    Ok(Some(ModelFileView {
+    let view = ModelFileView {
         name: Some(imported.name.clone()),
         version: Some(imported.version),
         sha256: Some(imported.sha256.clone()),
+        paired_assistant,
         ..view(Path::new(&imported.path), &current)
-    }))
+    };
+    if paired_assistant && view.current {
+        // the model in use drafts with its new assistant from the next load: load it now
+        state.shared.loading("Loading the model's assistant");
+        state
+            .shared
+            .reply_cancel
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+        state.worker.spawn(|w| w.reload())?;
+    }
+    Ok(Some(view))
 }
 
 /// Check `source` as a Gemma GGUF and keep it in the library of `database`, copied into
 /// `models_dir` (chat::models: through a temporary file, hashed, nothing left on failure).
+/// A Gemma 4 assistant is paired with the model it drafts for: that model's record, and `true`.
 pub fn import_file(
     source: &Path,
     models_dir: &Path,
     database: &Path,
     progress: &mut dyn FnMut(u64, u64),
-) -> Result<ModelRecord> {
+) -> Result<(ModelRecord, bool)> {
     let store = memory::Store::open(database)?.store;
     let imported = chat::models::import_model(&store, models_dir, source, None, progress).map_err(
         |e| match e {
@@ -265,7 +281,7 @@ pub fn import_file(
             e => e.into(),
         },
     )?;
-    Ok(imported.model)
+    Ok((imported.model, imported.assistant.is_some()))
 }
 
 /// The library's record of the model at `path`; a file the library does not know is refused
@@ -462,7 +478,8 @@ mod tests {
             &db,
             &mut |d, t| last = (d, t),
         )
-        .unwrap();
+        .unwrap()
+        .0;
         assert_eq!(last.0, last.1, "progress reaches the end");
         let v2 = import_file(
             &fixture("gemma3-gqa.q8_0.gguf"),
@@ -470,7 +487,8 @@ mod tests {
             &db,
             &mut |_, _| {},
         )
-        .unwrap();
+        .unwrap()
+        .0;
         assert_eq!((v1.version, v2.version), (1, 2));
         // a file the library does not know, and the model in use outside the directory
         std::fs::copy(

@@ -522,7 +522,7 @@ async fn a_library_model_is_verified_and_removed_but_never_the_one_in_use() {
     model::import_file(&in_use, &cfg.models_dir, &cfg.database, &mut |_, _| {}).unwrap();
     let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../tests/fixtures/gemma-family/gemma2-softcap.q8_0.gguf");
-    let other =
+    let (other, _) =
         model::import_file(&fixture, &cfg.models_dir, &cfg.database, &mut |_, _| {}).unwrap();
     write_settings(dir.path(), json!({ "modelPath": in_use }));
     let app = start(dir.path());
