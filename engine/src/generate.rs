@@ -299,8 +299,9 @@ impl Engine {
             Speculation::MtpUntimed if host_sampled => Some(Drafter::Mtp(DraftControl::untimed())),
             _ => None,
         };
-        // the hidden state the token being emitted was chosen from (the assistant drafts from it)
-        let mut last_hidden = Some(hidden);
+        // the hidden state the token being emitted was chosen from (the assistant drafts from
+        // it; the fused path, which keeps none, does not speculate)
+        let mut last_hidden = hidden;
         // tokens a check decided, in order: (token, whether its keys are in the cache already)
         let mut decided: std::collections::VecDeque<(u32, bool)> = Default::default();
         // whether the last token pushed has no keys in the cache (no step ran after it)
@@ -394,9 +395,9 @@ impl Engine {
                 let started = Instant::now();
                 let draft = match drafter {
                     Drafter::Lookup(lookup) => lookup.draft(&history, room),
-                    Drafter::Mtp(control) => match (control.next_length(room), &last_hidden) {
-                        (0, _) | (_, None) => Vec::new(),
-                        (n, Some(h)) => self.draft_mtp(session, id, h, n)?,
+                    Drafter::Mtp(control) => match control.next_length(room) {
+                        0 => Vec::new(),
+                        n => self.draft_mtp(session, id, &last_hidden, n)?,
                     },
                 };
                 if !draft.is_empty() {
@@ -408,7 +409,7 @@ impl Engine {
                     );
                     decided.extend(draft[..checked.kept].iter().map(|&t| (t, true)));
                     decided.push_back((checked.next, false));
-                    last_hidden = Some(checked.next_hidden);
+                    last_hidden = checked.next_hidden;
                     continue;
                 }
             }
@@ -434,7 +435,7 @@ impl Engine {
                             .control_mut()
                             .record_step(started.elapsed().as_secs_f64());
                     }
-                    last_hidden = Some(hidden);
+                    last_hidden = hidden;
                 }
             }
         };
