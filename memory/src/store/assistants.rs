@@ -22,6 +22,8 @@ pub struct AssistantRecord {
     pub added_at: i64,
 }
 
+const SELECT: &str = "SELECT model_id, path, sha256, file_bytes, added_at FROM model_assistants";
+
 fn assistant(row: &rusqlite::Row<'_>) -> rusqlite::Result<AssistantRecord> {
     Ok(AssistantRecord {
         model_id: ModelId(row.get(0)?),
@@ -45,24 +47,14 @@ impl Store {
         self.model(model)?;
         self.in_transaction(|tx| {
             let before = tx
-                .query_row(
-                    "SELECT model_id, path, sha256, file_bytes, added_at FROM model_assistants
-                     WHERE model_id = ?1",
-                    [model.0],
-                    assistant,
-                )
+                .query_row(&format!("{SELECT} WHERE model_id = ?1"), [model.0], assistant)
                 .optional()?;
             tx.execute(
                 "INSERT OR REPLACE INTO model_assistants (model_id, path, sha256, file_bytes, added_at)
                  VALUES (?1, ?2, ?3, ?4, ?5)",
                 params![model.0, path, sha256, file_bytes as i64, now_ms()],
             )?;
-            let now = tx.query_row(
-                "SELECT model_id, path, sha256, file_bytes, added_at FROM model_assistants
-                 WHERE model_id = ?1",
-                [model.0],
-                assistant,
-            )?;
+            let now = tx.query_row(&format!("{SELECT} WHERE model_id = ?1"), [model.0], assistant)?;
             Ok((now, before))
         })
     }
@@ -72,8 +64,7 @@ impl Store {
         Ok(self
             .conn
             .query_row(
-                "SELECT model_id, path, sha256, file_bytes, added_at FROM model_assistants
-                 WHERE model_id = ?1",
+                &format!("{SELECT} WHERE model_id = ?1"),
                 [model.0],
                 assistant,
             )
@@ -82,10 +73,7 @@ impl Store {
 
     /// Every pairing (files the library keeps besides its models).
     pub fn assistants(&self) -> Result<Vec<AssistantRecord>> {
-        let mut stmt = self.conn.prepare(
-            "SELECT model_id, path, sha256, file_bytes, added_at FROM model_assistants
-             ORDER BY model_id",
-        )?;
+        let mut stmt = self.conn.prepare(&format!("{SELECT} ORDER BY model_id"))?;
         let rows = stmt.query_map([], assistant)?;
         Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
