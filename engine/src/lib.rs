@@ -36,6 +36,7 @@ pub mod snapshot;
 pub mod speculate;
 pub mod thermal;
 pub mod tokenizer;
+pub mod vision;
 
 pub use arch::{Family, ModelArch, Tuning};
 pub use backend::{BackendChoice, BackendKind};

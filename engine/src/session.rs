@@ -31,6 +31,9 @@ pub struct Session {
     /// The hidden state after the last token, while it is still the last: lets a generation
     /// whose prompt is exactly what is cached (a sent draft) start without re-running a token.
     last_hidden: Option<Hidden>,
+    /// The positions that hold pictures (`prefill_image`): their token ids are placeholders,
+    /// so they never count as matching a token list, and a prefix is kept only whole.
+    images: Vec<std::ops::Range<usize>>,
 }
 
 impl Session {
@@ -39,7 +42,13 @@ impl Session {
             cache,
             tokens: Vec::new(),
             last_hidden: None,
+            images: Vec::new(),
         }
+    }
+
+    /// The positions that hold pictures.
+    pub fn image_spans(&self) -> &[std::ops::Range<usize>] {
+        &self.images
     }
 
     pub fn tokens(&self) -> &[u32] {
@@ -87,6 +96,7 @@ impl Session {
     /// For restore: the cache and token list, to be refilled together.
     pub(crate) fn parts_mut(&mut self) -> (&mut KvCache, &mut Vec<u32>) {
         self.last_hidden = None;
+        self.images.clear();
         (&mut self.cache, &mut self.tokens)
     }
 
@@ -99,6 +109,7 @@ impl Session {
         self.cache.clear();
         self.tokens.clear();
         self.last_hidden = None;
+        self.images.clear();
     }
 
     /// Append `tokens` and return the last position's hidden state.
@@ -106,6 +117,26 @@ impl Session {
         let result = model.forward(tokens, &mut self.cache, Output::Last);
         self.sync_tokens(tokens, result.is_ok());
         self.last_hidden = result.as_ref().ok().cloned();
+        result
+    }
+
+    /// Append a picture's rows (a vision encoder's output, [`crate::vision`]) in one step
+    /// whose rows see one another. Its positions hold `placeholder` in the token list (the
+    /// model's image soft token), so that positions and lengths stay one per row; a cache
+    /// that holds a picture is reused only as a whole (see `sync_to`).
+    pub fn prefill_image(
+        &mut self,
+        model: &Model,
+        image: &crate::vision::ImageEmbeddings,
+        placeholder: u32,
+    ) -> Result<()> {
+        self.last_hidden = None;
+        let start = self.tokens.len();
+        let result = model.forward_image(&image.rows, &mut self.cache);
+        self.sync_tokens(&vec![placeholder; image.tokens], result.is_ok());
+        if result.is_ok() {
+            self.images.push(start..start + image.tokens);
+        }
         result
     }
 
@@ -175,18 +206,31 @@ impl Session {
         } else if self.cache.len() != self.tokens.len() {
             // the model cleared a half-written cache
             self.tokens.clear();
+            self.images.clear();
         }
     }
 
     /// Keep only the first `n` tokens. When a sliding-window ring has already overwritten
     /// keys the prefix still needs, the prefix is re-prefilled from scratch.
+    /// A cut inside a picture keeps the tokens before it; a prefix holding a picture that
+    /// would have to be re-prefilled is dropped (the picture's rows are not kept).
     pub fn truncate(&mut self, model: &Model, n: usize) -> Result<()> {
         if n >= self.tokens.len() {
             return Ok(());
         }
+        let n = self
+            .images
+            .iter()
+            .find(|span| span.contains(&n) && span.start < n)
+            .map_or(n, |span| span.start);
         self.last_hidden = None;
+        self.images.retain(|span| span.end <= n);
         if self.cache.truncate(n) {
             self.tokens.truncate(n);
+            return Ok(());
+        }
+        if !self.images.is_empty() {
+            self.clear();
             return Ok(());
         }
         let keep: Vec<u32> = self.tokens[..n].to_vec();
@@ -201,7 +245,9 @@ impl Session {
     /// the cache. Returns the hidden state of the last token when any token was processed.
     /// At least one token is always (re)processed so that logits for the next token exist.
     pub fn sync_to(&mut self, model: &Model, tokens: &[u32]) -> Result<Option<Hidden>> {
-        let common = common_prefix(&self.tokens, tokens);
+        // a picture's placeholders match nothing: the text after it is never reused
+        let first_image = self.images.first().map_or(usize::MAX, |span| span.start);
+        let common = common_prefix(&self.tokens, tokens).min(first_image);
         if common == tokens.len()
             && common == self.tokens.len()
             && let Some(h) = &self.last_hidden

@@ -12,7 +12,7 @@ use crate::model::{Hidden, Linear, Model, Norm, RopeTable};
 
 pub(crate) struct CandleBackend<'a> {
     model: &'a Model,
-    /// Attention masks of this forward pass by (sliding, window, start, seq): every layer of
+    /// Attention masks of this forward pass by (sliding, window, start, seq, causal): every layer of
     /// a kind reads the same one (the cache claims a step's positions before its layers run,
     /// `KvCache::begin_step`), so it is built and uploaded once per pass, not once per layer —
     /// a 512-token prompt's mask is 1 MiB, and building it per layer cost more than the
@@ -20,7 +20,7 @@ pub(crate) struct CandleBackend<'a> {
     masks: std::cell::RefCell<Vec<(MaskKey, Tensor)>>,
 }
 
-type MaskKey = (bool, Option<usize>, usize, usize);
+type MaskKey = (bool, Option<usize>, usize, usize, bool);
 
 impl<'a> CandleBackend<'a> {
     pub fn new(model: &'a Model) -> Self {
@@ -38,12 +38,13 @@ impl<'a> CandleBackend<'a> {
         window: Option<usize>,
         start: usize,
         seq: usize,
+        causal: bool,
     ) -> Result<Tensor> {
-        let key = (sliding, window, start, seq);
+        let key = (sliding, window, start, seq, causal);
         if let Some((_, m)) = self.masks.borrow().iter().find(|(k, _)| *k == key) {
             return Ok(m.clone());
         }
-        let m = cache.mask(sliding, window, start, seq, self.device())?;
+        let m = cache.mask(sliding, window, start, seq, causal, self.device())?;
         self.masks.borrow_mut().push((key, m.clone()));
         Ok(m)
     }
@@ -143,6 +144,7 @@ impl Backend for CandleBackend<'_> {
             spec.window.filter(|_| spec.sliding),
             start,
             seq,
+            spec.causal,
         )?;
         let used = keys.dim(1)?;
         let group = n_head / n_kv;
@@ -237,5 +239,56 @@ impl Backend for CandleBackend<'_> {
             logits = ((logits * (1.0 / cap) as f64)?.tanh()? * cap as f64)?;
         }
         Ok(logits.to_dtype(DType::F32)?.to_vec2::<f32>()?)
+    }
+
+    fn input(&self, rows: Vec<f32>, width: usize) -> Result<Tensor> {
+        let n = rows.len() / width.max(1);
+        Ok(Tensor::from_vec(rows, (n, width), self.device())?)
+    }
+
+    fn layer_norm(&self, x: &Tensor, w: &Norm, b: &Norm, eps: f32) -> Result<Tensor> {
+        Ok(candle_nn::ops::layer_norm(
+            x,
+            self.weight(w)?.as_ref(),
+            self.weight(b)?.as_ref(),
+            eps,
+        )?)
+    }
+
+    fn add_bias(&self, x: &mut Tensor, b: &Norm) -> Result<()> {
+        *x = x.broadcast_add(self.weight(b)?.as_ref())?;
+        Ok(())
+    }
+
+    fn gelu(&self, x: &mut Tensor) -> Result<()> {
+        // candle's `gelu` is the tanh form
+        *x = x.gelu()?;
+        Ok(())
+    }
+
+    fn attention_within(
+        &self,
+        q: Tensor,
+        k: Tensor,
+        v: Tensor,
+        heads: usize,
+        head_dim: usize,
+        scale: f32,
+    ) -> Result<Tensor> {
+        let rows = q.dim(0)?;
+        // [rows, heads·d] → [heads, rows, d]
+        let split = |t: Tensor| -> candle_core::Result<Tensor> {
+            t.reshape((rows, heads, head_dim))?
+                .transpose(0, 1)?
+                .contiguous()
+        };
+        let (q, k, v) = (split(q)?, round_f16(&split(k)?)?, round_f16(&split(v)?)?);
+        let scores = (q.matmul(&k.t()?)? * scale as f64)?;
+        let probs = candle_nn::ops::softmax_last_dim(&scores)?;
+        Ok(probs
+            .matmul(&v)?
+            .transpose(0, 1)?
+            .contiguous()?
+            .reshape((rows, heads * head_dim))?)
     }
 }

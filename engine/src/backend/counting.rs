@@ -167,4 +167,36 @@ impl<B: Backend> Backend for Counting<'_, B> {
     fn logits(&self, hidden: &Hidden) -> Result<Vec<Vec<f32>>> {
         self.one(OpKey::op("logits"), || self.inner.logits(hidden))
     }
+
+    fn input(&self, rows: Vec<f32>, width: usize) -> Result<Self::Act> {
+        self.inner.input(rows, width)
+    }
+
+    fn layer_norm(&self, x: &Self::Act, w: &Norm, b: &Norm, eps: f32) -> Result<Self::Act> {
+        self.one(OpKey::op("layer_norm"), || {
+            self.inner.layer_norm(x, w, b, eps)
+        })
+    }
+
+    fn add_bias(&self, x: &mut Self::Act, b: &Norm) -> Result<()> {
+        self.one(OpKey::op("add"), || self.inner.add_bias(x, b))
+    }
+
+    fn gelu(&self, x: &mut Self::Act) -> Result<()> {
+        self.one(OpKey::op("gelu"), || self.inner.gelu(x))
+    }
+
+    fn attention_within(
+        &self,
+        q: Self::Act,
+        k: Self::Act,
+        v: Self::Act,
+        heads: usize,
+        head_dim: usize,
+        scale: f32,
+    ) -> Result<Self::Act> {
+        self.one(OpKey::op("attention"), || {
+            self.inner.attention_within(q, k, v, heads, head_dim, scale)
+        })
+    }
 }

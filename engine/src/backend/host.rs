@@ -6,7 +6,7 @@
 use super::{AttentionSpec, Backend};
 use crate::cpu::RowSums;
 use crate::cpu::attention::{Inputs as AttentionInputs, SlotPositions, Visibility, attention};
-use crate::cpu::ops::{geglu, rms_norm_into, rms_norm_rows};
+use crate::cpu::ops::{geglu, gelu_in_place, layer_norm_into, rms_norm_into, rms_norm_rows};
 use crate::cpu::scratch::{overwritten as scratch_overwritten, release as release_scratch};
 use crate::error::{Error, Result};
 use crate::kv_cache::KvCache;
@@ -114,6 +114,7 @@ impl Backend for HostBackend<'_> {
                 SlotPositions::Identity
             },
             window: spec.window.filter(|_| spec.sliding),
+            causal: spec.causal,
         };
         let cells = |filled: usize| {
             // llama.cpp's caches hold a multiple of 256 cells (`GGML_PAD(n_ctx, 256)`, and the
@@ -133,6 +134,7 @@ impl Backend for HostBackend<'_> {
             seq,
             vis: &vis,
             softcap: spec.softcap,
+            kq_scale: 1.0,
             cells: cells(end),
         };
         let out = match self.sums {
@@ -278,6 +280,99 @@ impl Backend for HostBackend<'_> {
             out.push(row);
         }
         out.reverse();
+        Ok(out)
+    }
+
+    fn input(&self, rows: Vec<f32>, _width: usize) -> Result<Vec<f32>> {
+        Ok(rows)
+    }
+
+    fn layer_norm(&self, x: &Vec<f32>, w: &Norm, b: &Norm, eps: f32) -> Result<Vec<f32>> {
+        if w.len() == 0 || w.len() != b.len() || !x.len().is_multiple_of(w.len()) {
+            return Err(Error::InvalidArgument(format!(
+                "a layer norm of {} and {} values over {} values",
+                w.len(),
+                b.len(),
+                x.len()
+            )));
+        }
+        let mut out = scratch_overwritten(x.len());
+        layer_norm_into(x, &w.host, &b.host, eps, &mut out);
+        Ok(out)
+    }
+
+    fn add_bias(&self, x: &mut Vec<f32>, b: &Norm) -> Result<()> {
+        for row in x.chunks_exact_mut(b.len().max(1)) {
+            for (v, &bv) in row.iter_mut().zip(&b.host) {
+                *v += bv;
+            }
+        }
+        Ok(())
+    }
+
+    fn gelu(&self, x: &mut Vec<f32>) -> Result<()> {
+        gelu_in_place(x);
+        Ok(())
+    }
+
+    fn attention_within(
+        &self,
+        q: Vec<f32>,
+        k: Vec<f32>,
+        v: Vec<f32>,
+        heads: usize,
+        head_dim: usize,
+        scale: f32,
+    ) -> Result<Vec<f32>> {
+        let d = head_dim;
+        let width = heads * d;
+        let rows = rows_of(&q, width);
+        if rows * width != q.len() || k.len() != q.len() || v.len() != q.len() {
+            return Err(Error::InvalidArgument(format!(
+                "attention over {}, {} and {} values as rows of {heads} heads of {d}",
+                q.len(),
+                k.len(),
+                v.len()
+            )));
+        }
+        // [rows, heads, d] → [heads, rows, d]; K and V as f16, as ggml's flash attention
+        // casts them (`clip.cpp`, `build_attn`)
+        let mut qt = scratch_overwritten(q.len());
+        let mut kt = vec![half::f16::ZERO; k.len()];
+        let mut vt = vec![half::f16::ZERO; v.len()];
+        for r in 0..rows {
+            for h in 0..heads {
+                let (src, dst) = ((r * heads + h) * d, (h * rows + r) * d);
+                qt[dst..dst + d].copy_from_slice(&q[src..src + d]);
+                for i in 0..d {
+                    kt[dst + i] = half::f16::from_f32(k[src + i]);
+                    vt[dst + i] = half::f16::from_f32(v[src + i]);
+                }
+            }
+        }
+        release_scratch(q);
+        let vis = Visibility {
+            slot_pos: SlotPositions::Identity,
+            window: None,
+            causal: false,
+        };
+        let out = attention(&AttentionInputs {
+            q: &qt,
+            k: &kt,
+            v: &vt,
+            slots: rows,
+            used: rows,
+            n_head: heads,
+            n_kv: heads,
+            d,
+            start: 0,
+            seq: rows,
+            vis: &vis,
+            softcap: None,
+            kq_scale: scale,
+            cells: rows,
+        });
+        release_scratch(qt);
         Ok(out)
     }
 }

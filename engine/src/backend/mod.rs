@@ -116,6 +116,9 @@ pub(crate) struct AttentionSpec {
     /// as for an assistant's query over its target's cache, which attends to the keys before
     /// the token it drafts from; `model::assistant`).
     pub own_position: bool,
+    /// Each query sees only the positions up to its own (`false`: the step's rows also see
+    /// one another's, as an image's rows do, `Model::forward_image`).
+    pub causal: bool,
 }
 
 /// Activations are `[rows, width]` matrices; every operation knows the row width it needs.
@@ -183,4 +186,28 @@ pub(crate) trait Backend {
     fn hidden_of(&self, x: Self::Act, width: usize) -> Result<Hidden>;
     /// Logits `[rows][n_vocab]` of hidden states, soft-capped when the model says so.
     fn logits(&self, hidden: &Hidden) -> Result<Vec<Vec<f32>>>;
+
+    // The vision encoder's operations (`crate::vision`, llama.cpp's `tools/mtmd/clip.cpp`).
+
+    /// Host rows `[rows, width]` as an activation.
+    fn input(&self, rows: Vec<f32>, width: usize) -> Result<Self::Act>;
+    /// `(x − mean) / √(var + eps) · w + b` over rows of `w.len()` (ggml_norm, then ggml_mul
+    /// and ggml_add).
+    fn layer_norm(&self, x: &Self::Act, w: &Norm, b: &Norm, eps: f32) -> Result<Self::Act>;
+    /// `x += b` on every row.
+    fn add_bias(&self, x: &mut Self::Act, b: &Norm) -> Result<()>;
+    /// `gelu(x)` in place: the tanh form, through ggml's f16 table on the host.
+    fn gelu(&self, x: &mut Self::Act) -> Result<()>;
+    /// The rows attending to one another, every row seeing every row (a vision encoder's
+    /// patches): `q`, `k`, `v` `[rows, heads × head_dim]` → `[rows, heads × head_dim]`; K and
+    /// V are rounded to f16 (ggml's flash attention casts them), scores are × `scale`.
+    fn attention_within(
+        &self,
+        q: Self::Act,
+        k: Self::Act,
+        v: Self::Act,
+        heads: usize,
+        head_dim: usize,
+        scale: f32,
+    ) -> Result<Self::Act>;
 }

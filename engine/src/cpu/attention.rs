@@ -36,11 +36,15 @@ const TILE_KV: usize = 64;
 /// Query rows per tile (ggml `GGML_FA_TILE_Q`), and the batch from which tiles are used.
 const TILE_Q: usize = 64;
 
-/// Which slots a query may see: the position each slot holds (`None`: empty) and, for
-/// sliding-window layers, the window.
+/// Which slots a query may see: the position each slot holds (`None`: empty), for
+/// sliding-window layers the window, and whether later positions are hidden.
 pub(crate) struct Visibility<'a> {
     pub slot_pos: SlotPositions<'a>,
     pub window: Option<usize>,
+    /// Keys after the query's position are hidden (false: an image's block of rows sees all
+    /// of itself, llama.cpp's non-causal batch, `llama_set_causal_attn`; and a vision
+    /// encoder's patches see every patch). The window still hides keys too far behind.
+    pub causal: bool,
 }
 
 pub(crate) enum SlotPositions<'a> {
@@ -60,7 +64,7 @@ impl Visibility<'_> {
                 None => return false,
             },
         };
-        p <= q_pos && self.window.is_none_or(|w| q_pos - p < w)
+        (p <= q_pos || !self.causal) && self.window.is_none_or(|w| q_pos.saturating_sub(p) < w)
     }
 }
 
@@ -81,6 +85,9 @@ pub(crate) struct Inputs<'a> {
     pub vis: &'a Visibility<'a>,
     /// `cap · tanh(score / cap)` on every score (Gemma 2's attention soft-cap).
     pub softcap: Option<f32>,
+    /// Every score is multiplied by this (ggml's `kq_scale` of `ggml_flash_attn_ext`): 1 for
+    /// the language model, whose queries come scaled; a vision encoder's 1/√head_dim.
+    pub kq_scale: f32,
     /// llama.cpp's `n_kv` for this step (`ggml_attention::n_kv`).
     pub cells: usize,
 }
@@ -103,6 +110,15 @@ impl Inputs<'_> {
 pub(crate) fn attention(inputs: &Inputs<'_>) -> Vec<f32> {
     match super::kernels().ggml_attention.as_ref() {
         Some(kernels) => super::ggml_attention::attention(inputs, kernels),
+        None if inputs.kq_scale != 1.0 => {
+            // this kernel takes its queries scaled
+            let q: Vec<f32> = inputs.q.iter().map(|v| v * inputs.kq_scale).collect();
+            chunk_invariant(&Inputs {
+                q: &q,
+                kq_scale: 1.0,
+                ..*inputs
+            })
+        }
         None => chunk_invariant(inputs),
     }
 }
@@ -362,6 +378,7 @@ mod tests {
         let vis = Visibility {
             slot_pos: SlotPositions::Identity,
             window: Some(window),
+            causal: true,
         };
         let (k16, v16) = (to_f16(&k), to_f16(&v));
         let out = chunk_invariant(&Inputs {
@@ -377,6 +394,7 @@ mod tests {
             seq,
             vis: &vis,
             softcap: None,
+            kq_scale: 1.0,
             cells: 256,
         });
         for qi in 0..seq {
@@ -440,6 +458,7 @@ mod tests {
         let vis = Visibility {
             slot_pos: SlotPositions::Identity,
             window: None,
+            causal: true,
         };
         let inputs = |q: &'_ [f32], used, start, seq| {
             chunk_invariant(&Inputs {
@@ -455,6 +474,7 @@ mod tests {
                 seq,
                 vis: &vis,
                 softcap: None,
+                kq_scale: 1.0,
                 cells: 256,
             })
         };

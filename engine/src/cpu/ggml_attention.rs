@@ -157,9 +157,12 @@ fn tiled(
         scores.fill(0.0);
         gemm_acc(&mut scores, q, &k_t, rows, d, TILE_KV);
         for (tq, row) in scores.chunks_exact_mut(TILE_KV).enumerate() {
+            // ggml scales by `kq_scale`, divided by the cap first where there is one
             if let Some(cap) = x.softcap {
-                let scale = 1.0 / cap;
+                let scale = x.kq_scale / cap;
                 row.iter_mut().for_each(|v| *v = cap * (*v * scale).tanh());
+            } else {
+                row.iter_mut().for_each(|v| *v *= x.kq_scale);
             }
             for (tk, sv) in row.iter_mut().enumerate() {
                 if !seen(tq, tk) {
@@ -288,8 +291,9 @@ fn one_chunk(
             continue;
         }
         let mut s = (kernels.dot_f16)(&k[ic * d..][..d], &q);
-        if let Some(cap) = x.softcap {
-            s = cap * (s * (1.0 / cap)).tanh();
+        match x.softcap {
+            Some(cap) => s = cap * (s * (x.kq_scale / cap)).tanh(),
+            None => s *= x.kq_scale,
         }
         let (ms, vs);
         if s > max {
@@ -430,6 +434,7 @@ mod tests {
         let vis = Visibility {
             slot_pos: SlotPositions::Identity,
             window: Some(window),
+            causal: true,
         };
         let inputs = Inputs {
             q: &q,
@@ -444,6 +449,7 @@ mod tests {
             seq,
             vis: &vis,
             softcap: Some(30.0),
+            kq_scale: 1.0,
             cells,
         };
         let out = attention(&inputs, kernels);

@@ -62,6 +62,55 @@ fn rms_scale(row: &[f32], eps: f32) -> f32 {
     1.0 / (mean + eps).sqrt()
 }
 
+/// ggml's `ggml_norm` then `ggml_mul` by `w` and `ggml_add` of `b` over rows of `w.len()`
+/// (a vision tower's layer norm), in the order llama.cpp's AVX-512 build sums
+/// (`ggml-cpu/ops.cpp`, `ggml_compute_forward_norm_f32`): the mean from a double sum, the
+/// variance from blocks of 16 squares each reduced as `_mm512_reduce_add_ps` does (halves of
+/// 8, 4, 2, 1) and added in double, the rest one by one.
+pub(crate) fn layer_norm_into(x: &[f32], w: &[f32], b: &[f32], eps: f32, out: &mut [f32]) {
+    let n = w.len();
+    for (row, o) in x.chunks_exact(n).zip(out.chunks_exact_mut(n)) {
+        let sum: f64 = row.iter().map(|&v| f64::from(v)).sum();
+        let mean = sum as f32 / n as f32;
+        let mut var = 0f64;
+        let blocks = n / 16 * 16;
+        for (block, dst) in row[..blocks].chunks_exact(16).zip(o.chunks_exact_mut(16)) {
+            let mut sq = [0f32; 16];
+            for ((d, s), &v) in dst.iter_mut().zip(sq.iter_mut()).zip(block) {
+                *d = v - mean;
+                *s = *d * *d;
+            }
+            let mut width = 8;
+            while width > 0 {
+                for i in 0..width {
+                    sq[i] += sq[i + width];
+                }
+                width /= 2;
+            }
+            var += f64::from(sq[0]);
+        }
+        for (d, &v) in o[blocks..].iter_mut().zip(&row[blocks..]) {
+            *d = v - mean;
+            var += f64::from(*d * *d);
+        }
+        let scale = 1.0 / ((var / n as f64) as f32 + eps).sqrt();
+        for ((d, &wv), &bv) in o.iter_mut().zip(w).zip(b) {
+            *d = *d * scale * wv + bv;
+        }
+    }
+}
+
+/// `x = gelu(x)` (ggml `ggml_vec_gelu_f32` with `GGML_GELU_FP16`: the f16 table between -10
+/// and 10, 0 below, `x` above).
+pub(crate) fn gelu_in_place(x: &mut [f32]) {
+    let table = gelu_table();
+    x.par_chunks_mut(8192).for_each(|part| {
+        for v in part {
+            *v = geglu_one(*v, 1.0, f16::from_f32(*v).to_bits(), table);
+        }
+    });
+}
+
 /// `gate = gelu(gate) · up`, as ggml's CPU `ggml_vec_geglu_f32` computes it in llama.cpp's
 /// default build (`GGML_GELU_FP16`): the gate is rounded to f16 and GELU read from a 64K-entry
 /// table of f16 values; below -10 the result is 0, from 10 up it is the gate itself. Besides

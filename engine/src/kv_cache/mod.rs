@@ -546,6 +546,7 @@ impl KvCache {
         window: Option<usize>,
         start: usize,
         seq: usize,
+        causal: bool,
         device: &Device,
     ) -> candle_core::Result<Tensor> {
         let end = start + seq;
@@ -556,7 +557,9 @@ impl KvCache {
             let q = start + qi;
             for (s, cell) in row.iter_mut().enumerate() {
                 let p = if sliding { self.ring_pos[s] } else { Some(s) };
-                if p.is_some_and(|p| p <= q && window.is_none_or(|w| q - p < w)) {
+                if p.is_some_and(|p| {
+                    (p <= q || !causal) && window.is_none_or(|w| q.saturating_sub(p) < w)
+                }) {
                     *cell = 0.0;
                 }
             }

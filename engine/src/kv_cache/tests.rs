@@ -95,3 +95,41 @@ fn restored_positions_read_back_and_truncation_checks_the_ring() {
     // back to 5 would need 2..5, which the restored ring never held
     assert!(!b.truncate(5));
 }
+
+/// The candle backend's masks: a causal step's rows see the positions up to their own; a
+/// picture's rows (not causal) see the whole step too, and the window still hides old keys.
+#[test]
+fn masks_hide_later_positions_only_in_causal_steps() {
+    let mut c = cache(32, 8);
+    fill(&mut c, 6, 6);
+    c.begin_step(6, 3);
+    let visible = |sliding: bool, causal: bool| -> Vec<Vec<bool>> {
+        let window = sliding.then_some(4);
+        let m = c
+            .mask(sliding, window, 6, 3, causal, &Device::Cpu)
+            .unwrap()
+            .to_vec2::<f32>()
+            .unwrap();
+        m.iter()
+            .map(|row| row.iter().map(|v| *v == 0.0).collect())
+            .collect()
+    };
+    let global = visible(false, true);
+    assert_eq!(
+        global[0],
+        [true, true, true, true, true, true, true, false, false]
+    );
+    let picture = visible(false, false);
+    assert!(picture.iter().all(|row| row.iter().all(|v| *v)));
+    // the ring: row 0 (position 6) sees positions 3..=8, not 2 and before
+    let ring = &c.ring_pos;
+    let seen: Vec<usize> = visible(true, false)[0]
+        .iter()
+        .enumerate()
+        .filter(|(_, v)| **v)
+        .filter_map(|(s, _)| ring[s])
+        .collect();
+    let mut seen = seen;
+    seen.sort_unstable();
+    assert_eq!(seen, vec![3, 4, 5, 6, 7, 8]);
+}

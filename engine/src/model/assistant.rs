@@ -152,6 +152,7 @@ impl Assistant {
             seq: 1,
             output: Output::Last,
             own_position: false,
+            causal: true,
         };
         let x = self.blocks.blocks(b, x, None, cache, run)?;
         let out = b.rms_norm(&x, &self.blocks.weights().output_norm, a.rms_eps)?;

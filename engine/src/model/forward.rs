@@ -36,6 +36,21 @@ pub(super) struct Blocks {
     /// written, or were by the layer it shares) or only those before them (an assistant's
     /// query over its target's cache, `model::assistant`).
     pub own_position: bool,
+    /// Each row sees only the positions up to its own (`false`: an image's rows also see one
+    /// another's, [`StepInput::Image`]).
+    pub causal: bool,
+}
+
+/// What one step reads.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum StepInput<'a> {
+    Tokens(&'a [u32]),
+    /// An image's rows `[rows, n_embd]`, a vision projector's output, used as they are
+    /// (llama.cpp scales token embeddings by √n_embd and image rows not at all, `llama-graph.cpp`
+    /// `build_inp_embd`), in one step whose rows see one another (mtmd decodes an image as one
+    /// non-causal batch, `mtmd_decode_use_non_causal`). The per-layer inputs of a Gemma 4
+    /// E-series model read the padding token's (id 0) rows for them, as `gemma4.cpp` does.
+    Image(&'a [f32]),
 }
 
 impl Model {
@@ -51,7 +66,7 @@ impl Model {
         let _moves_paused = (tokens.len() > 1).then(crate::gguf::pause_moves);
         let mut outs = Vec::new();
         for chunk in tokens.chunks(cache.chunk()) {
-            let h = self.step(b, chunk, cache, output)?;
+            let h = self.step(b, StepInput::Tokens(chunk), cache, output)?;
             match output {
                 Output::All | Output::AllAsDecode => outs.push(h),
                 Output::Last => {
@@ -66,20 +81,28 @@ impl Model {
         b.hidden_of(rows, self.arch.n_embd)
     }
 
-    /// One step of `tokens` at positions `cache.len()..`: the final hidden states (after the
+    /// One step of `input` at positions `cache.len()..`: the final hidden states (after the
     /// output norm) of the positions `output` asks for, `[rows, n_embd]`.
-    fn step<B: Backend>(
+    pub(super) fn step<B: Backend>(
         &self,
         b: &B,
-        tokens: &[u32],
+        input: StepInput<'_>,
         cache: &mut KvCache,
         output: Output,
     ) -> Result<B::Act> {
         let a = &self.arch;
         let w = &self.weights;
-        let (e, eps, seq) = (a.n_embd, a.rms_eps, tokens.len());
+        let (e, eps) = (a.n_embd, a.rms_eps);
         let start = cache.len();
-        let x = b.embed(&w.embedding, tokens, a.embed_scale)?;
+        let padding;
+        let (x, tokens, causal) = match input {
+            StepInput::Tokens(t) => (b.embed(&w.embedding, t, a.embed_scale)?, t, true),
+            StepInput::Image(rows) => {
+                padding = vec![0u32; rows.len() / e.max(1)];
+                (b.input(rows.to_vec(), e)?, padding.as_slice(), false)
+            }
+        };
+        let seq = tokens.len();
         let ple = match &w.ple {
             Some(p) => Some(self.per_layer_inputs(b, p, &x, tokens)?),
             None => None,
@@ -91,6 +114,7 @@ impl Model {
             seq,
             output,
             own_position: true,
+            causal,
         };
         let x = self.blocks(b, x, ple.as_deref(), cache, blocks);
         if let Some(ple) = ple {
@@ -129,6 +153,7 @@ impl Model {
             seq,
             output,
             own_position,
+            causal,
         } = run;
         for (il, (spec, lw)) in a.layers.iter().zip(&w.layers).enumerate() {
             let _span = tracing::trace_span!("block", il).entered();
@@ -186,6 +211,7 @@ impl Model {
                 softcap: a.attn_softcap,
                 q_scale: spec.q_scale,
                 own_position,
+                causal,
             };
             let attn = b.attention(q, kv, cache, &attention, start, seq)?;
             let mut o = b.matmul(&lw.o, &attn)?;

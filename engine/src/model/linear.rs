@@ -99,6 +99,49 @@ impl Linear {
         })
     }
 
+    /// A matrix the file stores transposed, `[k, n]` (Gemma 3's vision projection, which
+    /// llama.cpp multiplies as `ggml_cont(ggml_transpose(w))`: the copy keeps the type, so an
+    /// F16 file gives F16 rows here). Other types are multiplied in f32 through candle.
+    pub fn load_transposed(
+        file: &mut ModelFile,
+        name: &str,
+        (n, k): (usize, usize),
+        device: &Device,
+        backend: BackendKind,
+    ) -> Result<Self> {
+        let stored = file.tensor(name, &[k, n], &Device::Cpu)?;
+        let f16 = stored.dtype() == GgmlDType::F16;
+        let rows = stored
+            .dequantize(&Device::Cpu)?
+            .t()?
+            .contiguous()?
+            .to_dtype(candle_core::DType::F32)?;
+        if f16 && backend == BackendKind::Host {
+            let bytes: Vec<u8> = rows
+                .flatten_all()?
+                .to_vec1::<f32>()?
+                .iter()
+                .flat_map(|v| half::f16::from_f32(*v).to_le_bytes())
+                .collect();
+            if let Some(m) = F16Matrix::new(bytes, n, k) {
+                return Ok(Linear::F16(m));
+            }
+        }
+        let on = if backend == BackendKind::Host {
+            &Device::Cpu
+        } else {
+            device
+        };
+        let dtype = if f16 { GgmlDType::F16 } else { GgmlDType::F32 };
+        let q = candle_core::quantized::QTensor::quantize(&rows.to_device(on)?, dtype)?;
+        Ok(Linear::Candle {
+            matmul: QMatMul::from_qtensor(q)?,
+            n,
+            k,
+            file_range: None,
+        })
+    }
+
     /// The format its kernels read, as ggml names it (for profiles).
     pub fn format_name(&self) -> &'static str {
         match self {

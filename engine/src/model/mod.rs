@@ -24,6 +24,7 @@ use crate::error::{Error, Result};
 use crate::gguf::ModelFile;
 use crate::kv_cache::{KvCache, KvStorage};
 
+use forward::StepInput;
 pub use hidden::Hidden;
 pub(crate) use hidden::Repr as HiddenRepr;
 pub(crate) use linear::Linear;
@@ -39,6 +40,13 @@ pub(crate) struct FusedSampling(
     )]
     crate::backend::device_sampling::DeviceSampling,
 );
+
+/// A computation written once against the backend interface, run by
+/// [`Model::on_backend`] on the model's.
+pub(crate) trait OnBackend {
+    type Out;
+    fn run<B: Backend>(self, model: &Model, b: &B) -> Self::Out;
+}
 
 /// Which positions' hidden states a forward pass should produce.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -278,25 +286,99 @@ impl Model {
                 self.arch.n_vocab
             )));
         }
-        let result = match (self.backend, self.active_pool()) {
-            (BackendKind::Host, Some(pool)) => pool.install(|| {
-                let b = Counting::new(
-                    HostBackend::new(self, output.sums()),
-                    &self.ops,
-                    &self.profile,
-                );
-                self.forward_chunks(&b, tokens, cache, output)
-            }),
-            _ => {
-                let b = Counting::new(CandleBackend::new(self), &self.ops, &self.profile);
-                self.forward_chunks(&b, tokens, cache, output)
+        struct Chunks<'a> {
+            tokens: &'a [u32],
+            cache: &'a mut KvCache,
+            output: Output,
+        }
+        impl OnBackend for Chunks<'_> {
+            type Out = Result<Hidden>;
+            fn run<B: Backend>(self, model: &Model, b: &B) -> Result<Hidden> {
+                model.forward_chunks(b, self.tokens, self.cache, self.output)
             }
-        };
+        }
+        let result = self.on_backend(
+            output.sums(),
+            Chunks {
+                tokens,
+                cache: &mut *cache,
+                output,
+            },
+        );
         if result.is_err() {
             // A half-written step leaves the cache inconsistent; start it over.
             cache.clear();
         }
         result
+    }
+
+    /// Run an image's rows `[rows, n_embd]` (a vision projector's output, see
+    /// [`crate::vision`]) through the model at positions `cache.len()..` as one step whose
+    /// rows see one another, writing their K/V into `cache`. Nothing is read from them: a
+    /// picture is always followed by text (its end marker).
+    pub fn forward_image(&self, rows: &[f32], cache: &mut KvCache) -> Result<()> {
+        let e = self.arch.n_embd;
+        let n = rows.len() / e.max(1);
+        if n == 0 || n * e != rows.len() {
+            return Err(Error::InvalidArgument(format!(
+                "{} values are not whole image rows of {e}",
+                rows.len()
+            )));
+        }
+        if n > cache.chunk() {
+            return Err(Error::InvalidArgument(format!(
+                "an image of {n} rows needs a prompt chunk of at least {n} (it is {})",
+                cache.chunk()
+            )));
+        }
+        cache.check_room(n)?;
+        if cache.len() + n > self.max_context() {
+            return Err(Error::context_full(cache.len() + n, self.max_context()));
+        }
+        struct ImageStep<'a> {
+            rows: &'a [f32],
+            cache: &'a mut KvCache,
+        }
+        impl OnBackend for ImageStep<'_> {
+            type Out = Result<()>;
+            fn run<B: Backend>(self, model: &Model, b: &B) -> Result<()> {
+                let out = model.step(b, StepInput::Image(self.rows), self.cache, Output::Last)?;
+                b.release(out);
+                Ok(())
+            }
+        }
+        let result = self.on_backend(
+            Output::Last.sums(),
+            ImageStep {
+                rows,
+                cache: &mut *cache,
+            },
+        );
+        if result.is_err() {
+            cache.clear();
+        }
+        result
+    }
+
+    /// `f` on the backend this model runs on: the host kernels inside its compute pool, or
+    /// candle; every operation counted and timed (`backend::counting`).
+    pub(crate) fn on_backend<F>(&self, sums: crate::cpu::RowSums, f: F) -> F::Out
+    where
+        F: OnBackend + Send,
+        F::Out: Send,
+    {
+        match (self.backend, self.active_pool()) {
+            (BackendKind::Host, Some(pool)) => pool.install(|| {
+                f.run(
+                    self,
+                    &Counting::new(HostBackend::new(self, sums), &self.ops, &self.profile),
+                )
+            }),
+            _ => f.run(
+                self,
+                &Counting::new(CandleBackend::new(self), &self.ops, &self.profile),
+            ),
+        }
     }
 
     /// Logits `[rows, n_vocab]` for hidden states, soft-capped when the model says so.

@@ -23,6 +23,33 @@ impl Norm {
     pub fn len(&self) -> usize {
         self.host.len()
     }
+
+    /// Tensor `name` of `len` values as f32, on the host and (for the candle backend) on the
+    /// device; a value that is not finite is refused.
+    pub(crate) fn load(
+        file: &mut ModelFile,
+        name: &str,
+        len: usize,
+        device: &Device,
+        backend: BackendKind,
+    ) -> Result<Norm> {
+        let host = file
+            .tensor(name, &[len], &Device::Cpu)?
+            .dequantize(&Device::Cpu)?
+            .to_dtype(DType::F32)?
+            .to_vec1::<f32>()?;
+        if host.iter().any(|v| !v.is_finite()) {
+            return Err(Error::InvalidModel {
+                path: file.path().to_path_buf(),
+                reason: format!("tensor `{name}` holds a value that is not finite"),
+            });
+        }
+        let tensor = match backend {
+            BackendKind::Host => None,
+            BackendKind::Candle => Some(Tensor::from_slice(&host, len, device)?),
+        };
+        Ok(Norm { tensor, host })
+    }
 }
 
 /// The per-layer embedding inputs of Gemma 4's E-series (`per_layer_token_embd`,
@@ -174,20 +201,7 @@ impl Loader<'_> {
     }
 
     fn norm(&mut self, name: &str, len: usize) -> Result<Norm> {
-        let host_tensor = self
-            .file
-            .tensor(name, &[len], &Device::Cpu)?
-            .dequantize(&Device::Cpu)?
-            .to_dtype(DType::F32)?;
-        let host = host_tensor.to_vec1::<f32>()?;
-        if host.iter().any(|v| !v.is_finite()) {
-            return Err(self.invalid(&format!("tensor `{name}` holds a value that is not finite")));
-        }
-        let tensor = match self.backend {
-            BackendKind::Host => None,
-            BackendKind::Candle => Some(Tensor::from_slice(&host, len, self.device)?),
-        };
-        Ok(Norm { tensor, host })
+        Norm::load(self.file, name, len, self.device, self.backend)
     }
 
     fn layer(&mut self, il: usize, spec: &LayerArch, arch: &ModelArch) -> Result<LayerWeights> {

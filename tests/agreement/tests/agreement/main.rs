@@ -3,3 +3,4 @@
 
 mod forward_matches_llamacpp;
 mod tokenizer_matches_llamacpp;
+mod vision_matches_llamacpp;
