@@ -42,6 +42,10 @@ pub struct ModelOptions {
     /// library pairs with the model, if any]
     #[arg(long, value_name = "PATH")]
     pub assistant: Option<PathBuf>,
+    /// A vision projector (an `mmproj` GGUF, Gemma 3's) to load beside the model, for
+    /// pictures (`generate --image`)
+    #[arg(long, value_name = "PATH")]
+    pub mmproj: Option<PathBuf>,
 }
 
 /// The database whose model library picks the model when neither `--model` nor
@@ -92,6 +96,7 @@ impl ModelOptions {
         let model_path = self.model_path();
         EngineConfig {
             assistant_path: self.assistant_path(&model_path),
+            projector_path: self.mmproj.clone(),
             model_path,
             device: self.device,
             backend: self.backend,

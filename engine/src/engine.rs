@@ -22,6 +22,7 @@ use crate::session::Session;
 use crate::session::SessionConfig;
 use crate::thermal::ThermalConfig;
 use crate::tokenizer::GemmaTokenizer;
+use crate::vision::VisionEncoder;
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
@@ -52,6 +53,9 @@ pub struct EngineConfig {
     /// `Speculation::Mtp` (`model::assistant`); refused in one sentence when it does not fit
     /// the model.
     pub assistant_path: Option<PathBuf>,
+    /// A vision projector (`mmproj` GGUF) to load beside the model, for prompts with pictures
+    /// (`crate::vision`); refused in one sentence when it does not fit the model.
+    pub projector_path: Option<PathBuf>,
 }
 
 impl Default for EngineConfig {
@@ -68,6 +72,7 @@ impl Default for EngineConfig {
             thermal: ThermalConfig::default(),
             available_memory_bytes: None,
             assistant_path: None,
+            projector_path: None,
         }
     }
 }
@@ -103,6 +108,20 @@ pub struct ModelInfo {
     /// The multi-token-prediction assistant loaded beside the model, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub assistant: Option<AssistantInfo>,
+    /// The vision projector loaded beside the model, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub projector: Option<ProjectorInfo>,
+}
+
+/// What is shown about a loaded vision projector.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ProjectorInfo {
+    pub path: PathBuf,
+    /// The tower and what a picture becomes, in one line.
+    pub description: String,
+    pub tokens_per_image: usize,
+    pub file_bytes: u64,
 }
 
 /// What is shown about a loaded assistant.
@@ -130,6 +149,8 @@ pub struct Engine {
     pub(crate) model: Model,
     /// Gemma 4's multi-token-prediction assistant, when one was loaded (`model::assistant`).
     assistant: Option<Assistant>,
+    /// The vision projector, when one was loaded (`crate::vision`).
+    vision: Option<VisionEncoder>,
     tokenizer: GemmaTokenizer,
     config: EngineConfig,
     info: ModelInfo,
@@ -186,7 +207,13 @@ impl Engine {
             // one that does not fit is refused before any weight is read
             ModelArch::assistant_of(a, &ModelArch::of(&file)?)?;
         }
-        let assistant_bytes = assistant_file.as_ref().map_or(0, ModelFile::file_size);
+        let projector_file = match &config.projector_path {
+            Some(path) => Some(ModelFile::open(path)?),
+            None => None,
+        };
+        // both take their share of memory beside the model's
+        let assistant_bytes = assistant_file.as_ref().map_or(0, ModelFile::file_size)
+            + projector_file.as_ref().map_or(0, ModelFile::file_size);
         // Decided from the header, before any weight or cache is touched.
         let memory = fit_context(
             &ModelShape::of_file(&file)?,
@@ -229,6 +256,26 @@ impl Engine {
             }
             _ => (None, None),
         };
+        let (vision, projector_info) = match projector_file {
+            Some(mut file) => {
+                let vision = VisionEncoder::load_file(&mut file, &model)?;
+                let d = vision.description();
+                let info = ProjectorInfo {
+                    path: file.path().to_path_buf(),
+                    description: format!(
+                        "Gemma 3 vision tower, {} layers, {} wide; a picture is {} px, {} tokens",
+                        d.n_layer,
+                        d.n_embd,
+                        d.image_size,
+                        d.tokens_per_image()
+                    ),
+                    tokens_per_image: d.tokens_per_image(),
+                    file_bytes: file.file_size(),
+                };
+                (Some(vision), Some(info))
+            }
+            None => (None, None),
+        };
         let weights_seconds = t0.elapsed().as_secs_f64();
         let reduced = config.thermal.reduced_threads(model.threads());
         let model = model.with_reduced_threads(reduced)?;
@@ -263,10 +310,12 @@ impl Engine {
                 / context as u64) as usize,
             memory,
             assistant: assistant_info,
+            projector: projector_info,
         };
         let mut engine = Engine {
             model,
             assistant,
+            vision,
             tokenizer,
             config,
             info,
@@ -313,6 +362,11 @@ impl Engine {
     /// The multi-token-prediction assistant loaded beside the model, if any.
     pub(crate) fn assistant(&self) -> Option<&Assistant> {
         self.assistant.as_ref()
+    }
+
+    /// The vision projector loaded beside the model, if any.
+    pub fn vision(&self) -> Option<&VisionEncoder> {
+        self.vision.as_ref()
     }
 
     pub fn tokenizer(&self) -> &GemmaTokenizer {

@@ -42,7 +42,7 @@ pub use arch::{Family, ModelArch, Tuning};
 pub use backend::{BackendChoice, BackendKind};
 pub use device::DeviceChoice;
 pub use draft::DraftOutcome;
-pub use engine::{AssistantInfo, Engine, EngineConfig, ModelInfo, ScoredPosition};
+pub use engine::{AssistantInfo, Engine, EngineConfig, ModelInfo, ProjectorInfo, ScoredPosition};
 pub use error::{Error, Result};
 pub use generate::{GenerateParams, Generation, GenerationStats, StopReason};
 pub use inspect::{ModelFacts, inspect_assistant, inspect_model, is_assistant_file};

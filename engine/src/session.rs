@@ -245,15 +245,16 @@ impl Session {
     /// the cache. Returns the hidden state of the last token when any token was processed.
     /// At least one token is always (re)processed so that logits for the next token exist.
     pub fn sync_to(&mut self, model: &Model, tokens: &[u32]) -> Result<Option<Hidden>> {
-        // a picture's placeholders match nothing: the text after it is never reused
-        let first_image = self.images.first().map_or(usize::MAX, |span| span.start);
-        let common = common_prefix(&self.tokens, tokens).min(first_image);
-        if common == tokens.len()
-            && common == self.tokens.len()
+        // exactly what is held, pictures included (a prompt `Engine::prefill_parts` just
+        // prefilled): nothing to run
+        if self.tokens == tokens
             && let Some(h) = &self.last_hidden
         {
             return Ok(Some(h.clone()));
         }
+        // otherwise a picture's placeholders match nothing: the text after it is not reused
+        let first_image = self.images.first().map_or(usize::MAX, |span| span.start);
+        let common = common_prefix(&self.tokens, tokens).min(first_image);
         // keep one token to re-run if the whole target is already cached
         let keep = common.min(tokens.len().saturating_sub(1));
         self.truncate(model, keep)?;

@@ -22,6 +22,12 @@ pub struct Args {
     /// Print one JSON object at the end (ids, text, timings) instead of streaming
     #[arg(long)]
     json: bool,
+    /// A picture (PNG, JPEG, GIF, WebP, BMP, PNM) for the model to read, through the vision
+    /// projector given with --mmproj; repeat it for several. With the chat template they open
+    /// the user turn; with --raw they go where the prompt says `<__media__>` (llama.cpp's
+    /// marker), else first
+    #[arg(long = "image", value_name = "PATH")]
+    images: Vec<std::path::PathBuf>,
     #[command(flatten)]
     sampling: SamplingOptions,
     #[command(flatten)]
@@ -31,6 +37,18 @@ pub struct Args {
 pub fn run(args: Args) -> Result<()> {
     let params = args.sampling.params();
     params.sampling.validate()?;
+    // pictures are read before the model loads: a bad one fails at once
+    let images = args
+        .images
+        .iter()
+        .map(|path| {
+            let bytes = std::fs::read(path)
+                .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;
+            let image = engine::vision::RgbImage::decode(&bytes)
+                .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+            Ok(std::sync::Arc::new(image))
+        })
+        .collect::<Result<Vec<_>>>()?;
     let engine = args.model.spawn()?;
     let prompt = if args.raw {
         Prompt::Text(args.prompt.clone())
@@ -41,6 +59,14 @@ pub fn run(args: Args) -> Result<()> {
         }
         messages.push(ChatMessage::user(args.prompt.clone()));
         Prompt::Chat(messages)
+    };
+    let prompt = if images.is_empty() {
+        prompt
+    } else {
+        Prompt::WithImages {
+            prompt: Box::new(prompt),
+            images,
+        }
     };
     let params_speculation = params.speculation;
     let handle = engine.generate(prompt, params)?;

@@ -12,3 +12,4 @@ mod summarize;
 mod support;
 mod sync;
 mod tools;
+mod vision;

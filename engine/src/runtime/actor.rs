@@ -10,7 +10,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, Sender};
 
-use super::{Event, Request, SessionId};
+use super::{Event, Prompt, Request, SessionId};
 use crate::draft::DraftSlot;
 use crate::engine::{Engine, EngineConfig};
 use crate::error::{Error, Result};
@@ -97,6 +97,39 @@ pub(super) fn run(
     }
 }
 
+/// A prompt with pictures, prefilled before its generation: how long it took and how many
+/// positions it ran (the text before the first picture is reused where the session held it).
+struct PicturePrefill {
+    seconds: f64,
+    processed: usize,
+}
+
+/// The token list a generation starts from. A prompt with pictures is prefilled here (each
+/// picture encoded and its rows prefilled), so that the generation finds the session holding
+/// exactly that list, its last hidden state kept.
+/// Returns the list and, for pictures, their prefill.
+fn prompt_ids(
+    engine: &Engine,
+    session: &mut Session,
+    prompt: &Prompt,
+) -> Result<(Vec<u32>, Option<PicturePrefill>)> {
+    match prompt {
+        Prompt::WithImages { .. } => {
+            let t0 = std::time::Instant::now();
+            let (ids, processed) =
+                engine.prefill_parts(session, &prompt.to_parts(engine.tokenizer())?)?;
+            Ok((
+                ids,
+                Some(PicturePrefill {
+                    seconds: t0.elapsed().as_secs_f64(),
+                    processed,
+                }),
+            ))
+        }
+        other => Ok((other.to_ids(engine.tokenizer())?, None)),
+    }
+}
+
 fn handle(actor: &mut Actor, request: Request, drafts: &DraftSlot, thermal: &ThermalGovernor) {
     let engine = &actor.engine;
     match request {
@@ -117,7 +150,7 @@ fn handle(actor: &mut Actor, request: Request, drafts: &DraftSlot, thermal: &The
                 return;
             };
             let baseline = &mut actor.baseline;
-            let result = prompt.to_ids(engine.tokenizer()).and_then(|ids| {
+            let result = prompt_ids(engine, session, &prompt).and_then(|(ids, pictures)| {
                 let _ = events.send(Event::Started {
                     prompt_tokens: ids.len(),
                 });
@@ -126,7 +159,7 @@ fn handle(actor: &mut Actor, request: Request, drafts: &DraftSlot, thermal: &The
                     tracing::info!(state = %n.state, "{}", n.message);
                     let _ = notices.send(Event::Thermal(n));
                 });
-                engine.generate_paced(
+                let mut generation = engine.generate_paced(
                     session,
                     &ids,
                     &params,
@@ -138,7 +171,16 @@ fn handle(actor: &mut Actor, request: Request, drafts: &DraftSlot, thermal: &The
                     &mut |t| {
                         let _ = events.send(Event::Text(t.to_string()));
                     },
-                )
+                )?;
+                if let Some(PicturePrefill { seconds, processed }) = pictures {
+                    // the pictures' prefill ran before the generation: it is the prompt's
+                    let stats = &mut generation.stats;
+                    stats.prefill_seconds += seconds;
+                    stats.time_to_first_token_seconds += seconds;
+                    stats.reused_tokens = ids.len() - processed;
+                    stats.prefill_tokens_per_second = processed as f64 / stats.prefill_seconds;
+                }
+                Ok(generation)
             });
             let _ = events.send(match result {
                 Ok(g) => Event::Done(Box::new(g)),

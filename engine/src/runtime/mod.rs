@@ -37,6 +37,14 @@ pub enum Prompt {
     Chat(Vec<ChatMessage>),
     /// Token ids as they are.
     Ids(Vec<u32>),
+    /// A `Text` or `Chat` prompt with pictures, read by the vision projector loaded beside
+    /// the model: in `Text`, where its `<__media__>` markers are (else first); in `Chat`, at
+    /// the start of the last user turn (`crate::vision::raw_parts`, `chat_parts`).
+    #[serde(skip)]
+    WithImages {
+        prompt: Box<Prompt>,
+        images: Vec<std::sync::Arc<crate::vision::RgbImage>>,
+    },
 }
 
 impl Prompt {
@@ -45,6 +53,24 @@ impl Prompt {
             Prompt::Text(t) => tokenizer.encode_special(t, true),
             Prompt::Chat(messages) => tokenizer.encode_chat(messages, true),
             Prompt::Ids(ids) => Ok(ids.clone()),
+            Prompt::WithImages { .. } => Err(crate::Error::InvalidArgument(
+                "a prompt with pictures is not token ids alone".into(),
+            )),
+        }
+    }
+
+    /// The prompt's pieces: token ids, and pictures between them.
+    pub fn to_parts(&self, tokenizer: &GemmaTokenizer) -> Result<Vec<crate::vision::PromptPart>> {
+        use crate::vision::{PromptPart, chat_parts, raw_parts};
+        match self {
+            Prompt::WithImages { prompt, images } => match prompt.as_ref() {
+                Prompt::Text(t) => raw_parts(tokenizer, t, images),
+                Prompt::Chat(messages) => chat_parts(tokenizer, messages, images),
+                _ => Err(crate::Error::InvalidArgument(
+                    "pictures go with a text or chat prompt".into(),
+                )),
+            },
+            other => Ok(vec![PromptPart::Ids(other.to_ids(tokenizer)?)]),
         }
     }
 }

@@ -15,11 +15,18 @@ pub const MAX_SIDE: u32 = 16_384;
 const MAX_DECODED_BYTES: u64 = 256 << 20;
 
 /// An 8-bit RGB picture, row-major, channels interleaved.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 pub struct RgbImage {
     pub width: u32,
     pub height: u32,
     pub pixels: Vec<u8>,
+}
+
+/// Its size only: a picture's bytes are no one's debug output.
+impl std::fmt::Debug for RgbImage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "RgbImage({} × {})", self.width, self.height)
+    }
 }
 
 impl RgbImage {

@@ -11,11 +11,13 @@
 mod description;
 mod encoder;
 mod image;
+mod prompt;
 
 use std::path::Path;
 
 pub use description::{Projector, VisionDescription};
 pub use image::{MAX_SIDE, RgbImage};
+pub use prompt::{ImageMarkers, MEDIA_MARKER, PromptPart, chat_parts, raw_parts};
 
 use crate::error::{Error, Result};
 use crate::gguf::ModelFile;
@@ -40,12 +42,17 @@ impl VisionEncoder {
     /// Load the projector at `path` for `model`, on its device and backend; refused in one
     /// line when its output width is not the model's embedding width.
     pub fn load(path: &Path, model: &Model) -> Result<Self> {
-        let mut file = ModelFile::open(path)?;
-        let description = VisionDescription::of(&file)?;
+        Self::load_file(&mut ModelFile::open(path)?, model)
+    }
+
+    /// [`Self::load`] from an opened file.
+    pub fn load_file(file: &mut ModelFile, model: &Model) -> Result<Self> {
+        let path = file.path().to_path_buf();
+        let description = VisionDescription::of(file)?;
         let n_embd = model.arch().n_embd;
         if description.out_width != n_embd {
             return Err(Error::InvalidModel {
-                path: path.to_path_buf(),
+                path,
                 reason: format!(
                     "this projector makes rows of {} values and the model reads rows of {n_embd}: it belongs to another model",
                     description.out_width
@@ -53,7 +60,7 @@ impl VisionEncoder {
             });
         }
         let weights =
-            encoder::VisionWeights::load(&mut file, &description, model.device(), model.backend())?;
+            encoder::VisionWeights::load(file, &description, model.device(), model.backend())?;
         Ok(VisionEncoder {
             description,
             weights,
