@@ -66,9 +66,10 @@ pub enum Error {
     },
     #[error("the model does not work: {0}")]
     ModelNotWorking(String),
-    /// A Gemma 4 assistant imported where no model of the library is one it drafts for.
-    #[error("{0}")]
-    AssistantFitsNoModel(String),
+    /// A Gemma 4 assistant or a vision projector imported where no model of the library is
+    /// one it is for.
+    #[error("{1}")]
+    PairedFitsNoModel(memory::Pairing, String),
     #[error("{model} failed its self-check, so {kept} stays in use: {reason}")]
     SelfCheckFailed {
         model: String,
@@ -108,7 +109,8 @@ impl Error {
             Error::NotEnoughSpace { .. } => "disk_full",
             Error::ModelFileMissing { .. } => "model_file_missing",
             Error::ModelNotWorking(_) => "model_not_working",
-            Error::AssistantFitsNoModel(_) => "assistant_fits_no_model",
+            Error::PairedFitsNoModel(memory::Pairing::Assistant, _) => "assistant_fits_no_model",
+            Error::PairedFitsNoModel(memory::Pairing::Projector, _) => "projector_fits_no_model",
             Error::ModelDamaged { .. } => "model_damaged",
             Error::SelfCheckFailed { .. } => "self_check_failed",
             // ENOSPC (28 on Linux and Darwin): the disk filled up during the copy

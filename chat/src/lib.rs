@@ -15,12 +15,12 @@
 //!   the document job (summarize_file), and the sandbox from the grants the store keeps.
 
 pub mod agent_loop;
-pub mod assistants;
 pub mod completion;
 pub mod documents;
 pub mod error;
 pub mod manager;
 pub mod models;
+pub mod paired;
 pub mod prompt;
 pub mod summarizer;
 pub mod tools;

@@ -39,9 +39,9 @@ pub struct Imported {
     pub added: bool,
     /// The model of the same name that this one is a newer version of, if any.
     pub newer_than: Option<ModelRecord>,
-    /// When the file was a Gemma 4 assistant: its pairing (`model` is the model it was paired
-    /// with, `added` whether its file was copied in).
-    pub assistant: Option<crate::assistants::Paired>,
+    /// When the file was a Gemma 4 assistant or a vision projector: its pairing (`model` is
+    /// the model it was paired with, `added` whether its file was copied in).
+    pub paired: Option<crate::paired::Paired>,
 }
 
 /// Check `source`, copy it into `models_dir` and keep it in the library. `expected_sha256`: the
@@ -126,8 +126,9 @@ fn import_through(
     create: &CreatePartial<'_>,
 ) -> Result<Imported> {
     let expected = expected_sha256.map(parse_sha256).transpose()?;
-    if engine::is_assistant_file(source) {
-        return crate::assistants::import_assistant(
+    if let Some(pairing) = crate::paired::pairing_of(source) {
+        return crate::paired::import_paired(
+            pairing,
             store,
             models_dir,
             source,
@@ -159,7 +160,7 @@ fn import_through(
             model: existing,
             added: false,
             newer_than: None,
-            assistant: None,
+            paired: None,
         });
     }
     let sha256 = incoming.sha256.clone();
@@ -187,7 +188,7 @@ fn import_through(
             model,
             added,
             newer_than: older,
-            assistant: None,
+            paired: None,
         }),
         Err(e) => {
             placed.undo();
@@ -434,13 +435,19 @@ pub fn self_check(config: EngineConfig) -> Result<String> {
 }
 
 /// Forget a model and delete its file when it is in `models_dir` (a file the library did not
-/// copy stays where the user keeps it), and its assistant's likewise. The model in use is
+/// copy stays where the user keeps it), and its paired files' likewise. The model in use is
 /// refused.
 pub fn remove_model(store: &Store, models_dir: &Path, model: &ModelRecord) -> Result<bool> {
-    let assistant = store.assistant_of(model.id)?;
+    let pairings = [memory::Pairing::Assistant, memory::Pairing::Projector];
+    let paired = pairings
+        .iter()
+        .map(|&k| Ok((k, store.paired_file(k, model.id)?)))
+        .collect::<Result<Vec<_>>>()?;
     store.remove_model(model.id)?;
-    if let Some(a) = &assistant {
-        crate::assistants::remove_file_if_unused(store, models_dir, a);
+    for (kind, file) in &paired {
+        if let Some(f) = file {
+            crate::paired::remove_file_if_unused(store, *kind, models_dir, f);
+        }
     }
     let path = Path::new(&model.path);
     if in_folder(path, models_dir) {

@@ -43,7 +43,8 @@ pub struct ModelOptions {
     #[arg(long, value_name = "PATH")]
     pub assistant: Option<PathBuf>,
     /// A vision projector (an `mmproj` GGUF, Gemma 3's) to load beside the model, for
-    /// pictures (`generate --image`)
+    /// pictures (`generate --image`) [default: the one the library pairs with the model, if
+    /// any]
     #[arg(long, value_name = "PATH")]
     pub mmproj: Option<PathBuf>,
 }
@@ -56,6 +57,15 @@ static LIBRARY_MODEL: OnceLock<Option<PathBuf>> = OnceLock::new();
 
 pub fn set_library_database(db: PathBuf) {
     let _ = LIBRARY_DATABASE.set(db);
+}
+
+/// The file of `pairing` the library's database pairs with `model`, if any.
+fn library_paired(pairing: memory::Pairing, model: &std::path::Path) -> Option<PathBuf> {
+    let db = LIBRARY_DATABASE
+        .get()
+        .cloned()
+        .unwrap_or_else(memory::default_database_path);
+    crate::commands::models::library_paired(&db, pairing, model)
 }
 
 impl ModelOptions {
@@ -82,21 +92,23 @@ impl ModelOptions {
 
     /// `--assistant`, else the assistant the library pairs with the model.
     pub fn assistant_path(&self, model: &std::path::Path) -> Option<PathBuf> {
-        if let Some(a) = &self.assistant {
-            return Some(a.clone());
-        }
-        let db = LIBRARY_DATABASE
-            .get()
-            .cloned()
-            .unwrap_or_else(memory::default_database_path);
-        crate::commands::models::library_assistant(&db, model)
+        self.assistant
+            .clone()
+            .or_else(|| library_paired(memory::Pairing::Assistant, model))
+    }
+
+    /// `--mmproj`, else the vision projector the library pairs with the model.
+    pub fn projector_path(&self, model: &std::path::Path) -> Option<PathBuf> {
+        self.mmproj
+            .clone()
+            .or_else(|| library_paired(memory::Pairing::Projector, model))
     }
 
     pub fn engine_config(&self) -> EngineConfig {
         let model_path = self.model_path();
         EngineConfig {
             assistant_path: self.assistant_path(&model_path),
-            projector_path: self.mmproj.clone(),
+            projector_path: self.projector_path(&model_path),
             model_path,
             device: self.device,
             backend: self.backend,

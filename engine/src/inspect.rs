@@ -10,7 +10,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use crate::arch::{ModelArch, Tuning};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::gguf::{ModelFile, keys};
 use crate::tokenizer::GemmaTokenizer;
 
@@ -75,6 +75,57 @@ pub fn inspect_assistant(path: &Path, model: &Path) -> Result<ModelFacts> {
         family: "Gemma 4 assistant".to_string(),
         tuning: arch.tuning,
         parameters: arch.parameter_count(),
+        quantization: file.quantization_label(),
+        file_bytes: file.file_size(),
+    })
+}
+
+/// Whether `path` is a vision projector (`mmproj`: `general.architecture` `clip`); `false`
+/// for anything that is not, or not a readable GGUF.
+pub fn is_projector_file(path: &Path) -> bool {
+    ModelFile::open(path).is_ok_and(|f| crate::vision::VisionDescription::is_projector(&f))
+}
+
+/// What a vision projector is, checked against the model it would read pictures for (both
+/// headers only): refused in one sentence when its kind, its output width or the model's
+/// vocabulary does not fit.
+pub fn inspect_projector(path: &Path, model: &Path) -> Result<ModelFacts> {
+    let model_file = ModelFile::open(model)?;
+    let target = ModelArch::of(&model_file)?;
+    let file = ModelFile::open(path)?;
+    let d = crate::vision::VisionDescription::of(&file)?;
+    let refuse = |reason: String| Error::InvalidModel {
+        path: path.to_path_buf(),
+        reason,
+    };
+    if target.family != crate::arch::Family::Gemma3 {
+        return Err(refuse(format!(
+            "Gemma 3's projector reads pictures for Gemma 3 models, not for {}",
+            target.family.display_name()
+        )));
+    }
+    if d.out_width != target.n_embd {
+        return Err(refuse(format!(
+            "it makes rows of {} values and the model reads rows of {}",
+            d.out_width, target.n_embd
+        )));
+    }
+    crate::vision::ImageMarkers::of(&GemmaTokenizer::from_gguf(&model_file)?)?;
+    let name = file
+        .metadata(keys::NAME)
+        .and_then(|v| v.to_string().ok())
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty());
+    Ok(ModelFacts {
+        name,
+        architecture: "clip".to_string(),
+        family: "Gemma 3 vision projector".to_string(),
+        tuning: target.tuning,
+        parameters: file
+            .tensor_names()
+            .filter_map(|n| file.tensor_dims(n))
+            .map(|dims| dims.iter().product::<usize>() as u64)
+            .sum(),
         quantization: file.quantization_label(),
         file_bytes: file.file_size(),
     })

@@ -45,7 +45,10 @@ pub use draft::DraftOutcome;
 pub use engine::{AssistantInfo, Engine, EngineConfig, ModelInfo, ProjectorInfo, ScoredPosition};
 pub use error::{Error, Result};
 pub use generate::{GenerateParams, Generation, GenerationStats, StopReason};
-pub use inspect::{ModelFacts, inspect_assistant, inspect_model, is_assistant_file};
+pub use inspect::{
+    ModelFacts, inspect_assistant, inspect_model, inspect_projector, is_assistant_file,
+    is_projector_file,
+};
 pub use kv_cache::PAGE_SIZE;
 pub use memory_guard::MemoryRelief;
 pub use model::{Hidden, Model};

@@ -31,9 +31,9 @@ pub use search::SearchHit;
 pub use store::{
     AssistantRecord, ChunkSummary, DocumentKey, DocumentRecord, DocumentTotals, FolderGrant,
     GrantMode, MAX_NOTE_TEXT_BYTES, MAX_NOTE_TITLE_BYTES, MAX_REMINDER_TEXT_BYTES, ModelId,
-    ModelRecord, NewModel, NewToolCall, Note, NoteHit, NoteId, Opened, Recovery, Reminder,
-    ReminderId, Store, StoreConfig, ToolCallId, ToolCallRecord, ToolOutcome, default_data_dir,
-    default_database_path, store_files,
+    ModelRecord, NewModel, NewToolCall, Note, NoteHit, NoteId, Opened, PairedFile, Pairing,
+    ProjectorRecord, Recovery, Reminder, ReminderId, Store, StoreConfig, ToolCallId,
+    ToolCallRecord, ToolOutcome, default_data_dir, default_database_path, store_files,
 };
 pub use summarizer::{Summarizer, SummaryRequest, SummaryText};
 pub use sync::{Notice, Peer, SyncOptions, SyncReport, SyncStatus};

@@ -169,14 +169,15 @@ impl Worker {
         let mut config = self.settings.engine_config();
         // the model's Gemma 4 assistant, when the library pairs one with it (auto speculation
         // drafts with it); a library that cannot say loads the model alone
-        config.assistant_path = chat::assistants::assistant_for(&store, &config.model_path)
-            .unwrap_or_else(|e| {
-                tracing::warn!(
-                    code = e.code(),
-                    "the model's assistant could not be looked up"
-                );
-                None
-            });
+        config.assistant_path =
+            chat::paired::paired_for(&store, memory::Pairing::Assistant, &config.model_path)
+                .unwrap_or_else(|e| {
+                    tracing::warn!(
+                        code = e.code(),
+                        "the model's assistant could not be looked up"
+                    );
+                    None
+                });
         let engine = match EngineHandle::spawn(config) {
             Ok(engine) => engine,
             Err(e) => return self.shared.failed(load_error(e, &self.settings)),

@@ -62,8 +62,11 @@ pub fn run(args: Args) -> Result<()> {
             let models = store.models()?;
             let in_use = store.model_in_use()?;
             let assistants = store.assistants()?;
+            let projectors = store.paired_files(memory::Pairing::Projector)?;
             let assistant_of =
                 |m: &memory::ModelRecord| assistants.iter().find(|a| a.model_id == m.id);
+            let projector_of =
+                |m: &memory::ModelRecord| projectors.iter().find(|a| a.model_id == m.id);
             if json {
                 let rows: Vec<serde_json::Value> = models
                     .iter()
@@ -71,6 +74,7 @@ pub fn run(args: Args) -> Result<()> {
                         let mut v = serde_json::to_value(m).unwrap_or_default();
                         v["inUse"] = in_use.as_ref().is_some_and(|u| u.id == m.id).into();
                         v["assistant"] = serde_json::to_value(assistant_of(m)).unwrap_or_default();
+                        v["projector"] = serde_json::to_value(projector_of(m)).unwrap_or_default();
                         v
                     })
                     .collect();
@@ -105,14 +109,20 @@ pub fn run(args: Args) -> Result<()> {
                     &m.sha256[..12],
                     memory::types::rfc3339(m.added_at)
                 )?;
-                if let Some(a) = assistant_of(m) {
-                    writeln!(
-                        out,
-                        "    with its Gemma 4 assistant  {:.1} MB  sha256 {}  ({})",
-                        a.file_bytes as f64 / 1e6,
-                        &a.sha256[..12],
-                        a.path
-                    )?;
+                let paired = [
+                    ("Gemma 4 assistant", assistant_of(m)),
+                    ("vision projector", projector_of(m)),
+                ];
+                for (what, a) in paired {
+                    if let Some(a) = a {
+                        writeln!(
+                            out,
+                            "    with its {what}  {:.1} MB  sha256 {}  ({})",
+                            a.file_bytes as f64 / 1e6,
+                            &a.sha256[..12],
+                            a.path
+                        )?;
+                    }
                 }
             }
         }
@@ -127,12 +137,22 @@ pub fn run(args: Args) -> Result<()> {
             )?;
             bar.finish();
             let m = &imported.model;
-            if let Some(paired) = &imported.assistant {
-                let a = &paired.assistant;
+            if let Some(paired) = &imported.paired {
+                let a = &paired.file;
+                let (what, does) = match paired.kind {
+                    memory::Pairing::Assistant => (
+                        "Gemma 4 assistant",
+                        "it drafts for it with --speculate auto or mtp",
+                    ),
+                    memory::Pairing::Projector => (
+                        "vision projector",
+                        "it reads pictures for it (generate --image)",
+                    ),
+                };
                 if imported.added {
                     writeln!(
                         out,
-                        "paired {} with its Gemma 4 assistant ({}), sha256 {}: it drafts for it with --speculate auto or mtp",
+                        "paired {} with its {what} ({}), sha256 {}: {does}",
                         m.label(),
                         a.path,
                         a.sha256
@@ -141,7 +161,7 @@ pub fn run(args: Args) -> Result<()> {
                     writeln!(out, "already paired with {} ({})", m.label(), a.path)?;
                 }
                 if let Some(old) = &paired.replaced {
-                    eprintln!("it replaces the assistant {} had ({})", m.label(), old.path);
+                    eprintln!("it replaces the {what} {} had ({})", m.label(), old.path);
                 }
             } else if !imported.added {
                 writeln!(out, "already in the library as {} ({})", m.label(), m.path)?;
@@ -235,14 +255,18 @@ pub fn run(args: Args) -> Result<()> {
 
 /// The model the library has in use in `db`, for commands given no `--model`: `None` when
 /// there is no database, no model chosen, or its file is gone (then with a notice).
-/// The assistant the library pairs with the model at `model_path`, if any (quietly none when
-/// the library cannot be read: the model still runs).
-pub fn library_assistant(db: &std::path::Path, model_path: &std::path::Path) -> Option<PathBuf> {
+/// The file of `pairing` the library pairs with the model at `model_path`, if any (quietly
+/// none when the library cannot be read: the model still runs).
+pub fn library_paired(
+    db: &std::path::Path,
+    pairing: memory::Pairing,
+    model_path: &std::path::Path,
+) -> Option<PathBuf> {
     if !db.is_file() {
         return None;
     }
     let store = Store::open(db).ok()?.store;
-    chat::assistants::assistant_for(&store, model_path)
+    chat::paired::paired_for(&store, pairing, model_path)
         .ok()
         .flatten()
 }

@@ -298,3 +298,84 @@ fn an_assistant_pairs_with_its_model_and_drafts_for_it() {
     assert_eq!(off["speculation"]["mode"], "off");
     assert_eq!(auto["ids"], off["ids"]);
 }
+
+/// A vision projector imports as an assistant does: refused in one line where it fits no
+/// model (no Gemma 3 model; a Gemma 3 model of another width), paired with the model whose
+/// width it makes, listed with it; a command that loads that model from the library reads
+/// pictures through it without `--mmproj`.
+#[test]
+fn a_vision_projector_pairs_with_its_model_and_reads_pictures_for_it() {
+    let lib = Library::new();
+    let vision = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/gemma3-vision");
+    let projector = vision.join("gemma3-vision.mmproj-f16.gguf");
+    let refused = error(&lib.run(&["import", projector.to_str().unwrap()]));
+    assert!(
+        refused.starts_with("error [projector_fits_no_model]:")
+            && refused.contains("no Gemma 3 model is in the library"),
+        "{refused}"
+    );
+    ok(&lib.run(&["import", fixture("gemma3-gqa.q8_0.gguf").to_str().unwrap()]));
+    let refused = error(&lib.run(&["import", projector.to_str().unwrap()]));
+    assert!(
+        refused.contains("fits no model")
+            && refused.contains("rows of 640")
+            && !refused.contains('\n'),
+        "{refused}"
+    );
+    // the default model (640 wide) is the one it was made for
+    let model = engine::default_model_path();
+    ok(&lib.run(&["import", model.to_str().unwrap()]));
+    let paired = ok(&lib.run(&["import", projector.to_str().unwrap()]));
+    assert!(paired.contains("with its vision projector"), "{paired}");
+    let listed = lib.list();
+    let with = listed
+        .iter()
+        .find(|m| !m["projector"].is_null())
+        .expect("a model lists its projector");
+    assert_eq!(
+        with["projector"]["sha256"].as_str().unwrap(),
+        sha256(&projector)
+    );
+    assert!(ok(&lib.run(&["list"])).contains("with its vision projector"));
+
+    let text = std::fs::read_to_string(vision.join("gemma3-vision.llamacpp.json")).unwrap();
+    let rec: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let case = &rec["cases"][0];
+    let out = Command::new(env!("CARGO_BIN_EXE_companion"))
+        .args([
+            "generate",
+            "--raw",
+            "--json",
+            "--temperature",
+            "0",
+            "--speculate",
+            "off",
+        ])
+        .args([
+            "--max-tokens",
+            "8",
+            "--model",
+            with["path"].as_str().unwrap(),
+        ])
+        .args([
+            "--image",
+            vision
+                .join(case["image"].as_str().unwrap())
+                .to_str()
+                .unwrap(),
+        ])
+        .arg(rec["prompt"].as_str().unwrap())
+        .env("COMPANION_DB", lib.db())
+        .env_remove("COMPANION_MODEL")
+        .output()
+        .unwrap();
+    let out: serde_json::Value = serde_json::from_str(&ok(&out)).unwrap();
+    let want: Vec<&serde_json::Value> = case["generate"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| &s["id"])
+        .collect();
+    let got: Vec<&serde_json::Value> = out["ids"].as_array().unwrap().iter().collect();
+    assert_eq!(got, want);
+}

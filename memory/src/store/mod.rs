@@ -7,7 +7,6 @@
 //! write lock first), so a busy database makes it wait out the busy timeout at its start
 //! instead of failing with "database is locked" between its read and its write.
 
-mod assistants;
 mod conversations;
 mod documents;
 pub mod files;
@@ -15,6 +14,7 @@ mod grants;
 mod messages;
 mod models;
 mod notes;
+mod paired;
 mod reminders;
 pub mod schema;
 mod snapshots;
@@ -385,7 +385,6 @@ fn move_aside(path: &Path) -> Result<PathBuf> {
     Ok(target)
 }
 
-pub use assistants::AssistantRecord;
 pub(crate) use conversations::insert_conversation;
 pub use documents::{ChunkSummary, DocumentKey, DocumentRecord, DocumentTotals};
 pub use grants::{FolderGrant, GrantMode};
@@ -393,6 +392,7 @@ pub(crate) use messages::insert_message;
 pub use models::{ModelId, ModelRecord, NewModel};
 pub(crate) use notes::body as note_index_body;
 pub use notes::{MAX_NOTE_TEXT_BYTES, MAX_NOTE_TITLE_BYTES, Note, NoteHit, NoteId};
+pub use paired::{AssistantRecord, PairedFile, Pairing, ProjectorRecord};
 pub use reminders::{MAX_REMINDER_TEXT_BYTES, Reminder, ReminderId};
 pub(crate) use snapshots::take_snapshot_row;
 pub(crate) use summaries::insert_summary;

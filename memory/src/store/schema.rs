@@ -9,7 +9,7 @@ use rusqlite::Connection;
 use crate::error::{Error, Result};
 
 /// The schema version this code writes.
-pub const SCHEMA_VERSION: i64 = 9;
+pub const SCHEMA_VERSION: i64 = 10;
 
 /// Version 1: conversations, messages, L2 summaries and KV snapshot records.
 const V1: &str = "
@@ -422,6 +422,18 @@ CREATE TABLE model_assistants (
 );
 ";
 
+/// Version 10: a model's vision projector (an `mmproj` file), paired with it in the library
+/// as an assistant is (at most one per model; it goes with the model).
+const V10: &str = "
+CREATE TABLE model_projectors (
+    model_id      INTEGER PRIMARY KEY REFERENCES models (id) ON DELETE CASCADE,
+    path          TEXT NOT NULL,
+    sha256        TEXT NOT NULL,
+    file_bytes    INTEGER NOT NULL,
+    added_at      INTEGER NOT NULL
+);
+";
+
 /// One upgrade step: SQL, then Rust for what SQL cannot do (filling a new index).
 struct Step {
     sql: &'static str,
@@ -463,6 +475,10 @@ const STEPS: [Step; SCHEMA_VERSION as usize] = [
     },
     Step {
         sql: V9,
+        after: None,
+    },
+    Step {
+        sql: V10,
         after: None,
     },
 ];

@@ -268,6 +268,15 @@ pub fn import_file(
     database: &Path,
     progress: &mut dyn FnMut(u64, u64),
 ) -> Result<(ModelRecord, bool)> {
+    if engine::is_projector_file(source) {
+        // the app does not show pictures yet: a projector paired here would load for nothing
+        return Err(AppError::new(
+            "unsupported_model",
+            "This is a vision projector, and the app does not read pictures yet. The command \
+             line does: `companion models import` pairs it with its model."
+                .to_string(),
+        ));
+    }
     let store = memory::Store::open(database)?.store;
     let imported = chat::models::import_model(&store, models_dir, source, None, progress).map_err(
         |e| match e {
@@ -281,7 +290,7 @@ pub fn import_file(
             e => e.into(),
         },
     )?;
-    Ok((imported.model, imported.assistant.is_some()))
+    Ok((imported.model, imported.paired.is_some()))
 }
 
 /// The library's record of the model at `path`; a file the library does not know is refused

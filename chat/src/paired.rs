@@ -1,32 +1,78 @@
-//! Gemma 4's multi-token-prediction assistants in the model library: `companion models import`
-//! (and the app's model panel) takes an assistant file as it takes a model, checks it against
-//! the library's Gemma 4 models by their headers (generation, width, vocabulary, the heads and
-//! window of the layers it reads: `engine::inspect_assistant`), pairs it with the model in use
-//! when it fits that one, else with the newest model it fits, and refuses it in one sentence
-//! when it fits none. A model loaded from the library drafts with its assistant
-//! (`--speculate auto`); the assistant's file goes with its model.
+//! Files the library pairs with a model: Gemma 4's multi-token-prediction assistants and
+//! vision projectors (`mmproj`). `companion models import` (and the app's model panel) takes
+//! such a file as it takes a model, checks it against the library's models by their headers
+//! (an assistant: generation, width, vocabulary, the heads and window of the layers it reads,
+//! `engine::inspect_assistant`; a projector: its kind, its output width against the model's,
+//! the picture tokens of the model's vocabulary, `engine::inspect_projector`), pairs it with
+//! the model in use when it fits that one, else with the newest model it fits, and refuses it
+//! in one sentence when it fits none. A model loaded from the library loads its paired files
+//! beside it; they go with their model.
 
 use std::path::{Path, PathBuf};
 
-use memory::{AssistantRecord, ModelRecord, Store};
+use memory::{ModelRecord, PairedFile, Pairing, Store};
 
 use crate::error::{Error, Result};
 use crate::models::{CreatePartial, Imported, Incoming};
 
-/// An assistant kept in the library, and the one it replaced for that model.
+/// A file kept in the library for a model, and the one of its kind it replaced.
 #[derive(Debug, Clone)]
 pub struct Paired {
-    pub assistant: AssistantRecord,
-    pub replaced: Option<AssistantRecord>,
+    pub kind: Pairing,
+    pub file: PairedFile,
+    pub replaced: Option<PairedFile>,
 }
 
-/// The library's models an assistant may be for: the model in use first, then the newest.
-fn candidates(store: &Store) -> Result<Vec<ModelRecord>> {
+/// What the library says of each kind.
+struct Kind {
+    /// The generation it is for (`ModelRecord::architecture`).
+    architecture: &'static str,
+    /// "Gemma 4 assistant", "Gemma 3 vision projector".
+    what: &'static str,
+    /// The model generation's name.
+    generation: &'static str,
+    /// What it does for its model, for "import the model it … first".
+    role: &'static str,
+    inspect: fn(&Path, &Path) -> engine::Result<engine::ModelFacts>,
+}
+
+fn kind(pairing: Pairing) -> Kind {
+    match pairing {
+        Pairing::Assistant => Kind {
+            architecture: "gemma4",
+            what: "Gemma 4 assistant",
+            generation: "Gemma 4",
+            role: "drafts for",
+            inspect: engine::inspect_assistant,
+        },
+        Pairing::Projector => Kind {
+            architecture: "gemma3",
+            what: "Gemma 3 vision projector",
+            generation: "Gemma 3",
+            role: "reads pictures for",
+            inspect: engine::inspect_projector,
+        },
+    }
+}
+
+/// Which kind of paired file `source` is, if any (by its header).
+pub(crate) fn pairing_of(source: &Path) -> Option<Pairing> {
+    if engine::is_assistant_file(source) {
+        Some(Pairing::Assistant)
+    } else if engine::is_projector_file(source) {
+        Some(Pairing::Projector)
+    } else {
+        None
+    }
+}
+
+/// The library's models a file of `k` may be for: the model in use first, then the newest.
+fn candidates(store: &Store, k: &Kind) -> Result<Vec<ModelRecord>> {
     let in_use = store.model_in_use()?;
     let mut models: Vec<ModelRecord> = store
         .models()?
         .into_iter()
-        .filter(|m| m.architecture == "gemma4")
+        .filter(|m| m.architecture == k.architecture)
         .collect();
     models.sort_by_key(|m| {
         (
@@ -37,7 +83,8 @@ fn candidates(store: &Store) -> Result<Vec<ModelRecord>> {
     Ok(models)
 }
 
-pub(crate) fn import_assistant(
+pub(crate) fn import_paired(
+    pairing: Pairing,
     store: &Store,
     models_dir: &Path,
     source: &Path,
@@ -45,11 +92,12 @@ pub(crate) fn import_assistant(
     progress: &mut dyn FnMut(u64, u64),
     create: &CreatePartial<'_>,
 ) -> Result<Imported> {
-    let models = candidates(store)?;
+    let k = kind(pairing);
+    let models = candidates(store, &k)?;
     let mut first_reason = None;
     let mut fit = None;
     for m in models {
-        match engine::inspect_assistant(source, Path::new(&m.path)) {
+        match (k.inspect)(source, Path::new(&m.path)) {
             Ok(facts) => {
                 fit = Some((m, facts));
                 break;
@@ -60,14 +108,19 @@ pub(crate) fn import_assistant(
         }
     }
     let Some((model, facts)) = fit else {
-        return Err(Error::AssistantFitsNoModel(match first_reason {
-            None => "this is a Gemma 4 assistant, and no Gemma 4 model is in the library: \
-                     import the model it drafts for first"
-                .into(),
-            Some(reason) => format!(
-                "this Gemma 4 assistant fits no model in the library (the first tried, {reason})"
-            ),
-        }));
+        return Err(Error::PairedFitsNoModel(
+            pairing,
+            match first_reason {
+                None => format!(
+                    "this is a {}, and no {} model is in the library: import the model it {} first",
+                    k.what, k.generation, k.role
+                ),
+                Some(reason) => format!(
+                    "this {} fits no model in the library (the first tried, {reason})",
+                    k.what
+                ),
+            },
+        ));
     };
     let incoming = Incoming::copy(
         models_dir,
@@ -78,7 +131,7 @@ pub(crate) fn import_assistant(
         create,
     )?;
     if let Some(same) = store
-        .assistant_of(model.id)?
+        .paired_file(pairing, model.id)?
         .filter(|a| a.sha256 == incoming.sha256)
     {
         incoming.discard();
@@ -86,30 +139,33 @@ pub(crate) fn import_assistant(
             model,
             added: false,
             newer_than: None,
-            assistant: Some(Paired {
-                assistant: same,
+            paired: Some(Paired {
+                kind: pairing,
+                file: same,
                 replaced: None,
             }),
         });
     }
     let sha256 = incoming.sha256.clone();
     let placed = incoming.place()?;
-    match store.pair_assistant(
+    match store.pair_file(
+        pairing,
         model.id,
         &placed.path.display().to_string(),
         &sha256,
         facts.file_bytes,
     ) {
-        Ok((assistant, replaced)) => {
+        Ok((file, replaced)) => {
             if let Some(old) = &replaced {
-                remove_file_if_unused(store, models_dir, old);
+                remove_file_if_unused(store, pairing, models_dir, old);
             }
             Ok(Imported {
                 model,
                 added: true,
                 newer_than: None,
-                assistant: Some(Paired {
-                    assistant,
+                paired: Some(Paired {
+                    kind: pairing,
+                    file,
                     replaced,
                 }),
             })
@@ -121,9 +177,9 @@ pub(crate) fn import_assistant(
     }
 }
 
-/// The file of the assistant paired with the model at `model_path` in the library, when
-/// there is one and it is still there.
-pub fn assistant_for(store: &Store, model_path: &Path) -> Result<Option<PathBuf>> {
+/// The file of `pairing` paired with the model at `model_path` in the library, when there is
+/// one and it is still there.
+pub fn paired_for(store: &Store, pairing: Pairing, model_path: &Path) -> Result<Option<PathBuf>> {
     let wanted = model_path
         .canonicalize()
         .unwrap_or_else(|_| model_path.to_path_buf());
@@ -134,16 +190,21 @@ pub fn assistant_for(store: &Store, model_path: &Path) -> Result<Option<PathBuf>
         return Ok(None);
     };
     Ok(store
-        .assistant_of(model.id)?
+        .paired_file(pairing, model.id)?
         .map(|a| PathBuf::from(a.path))
         .filter(|p| p.is_file()))
 }
 
-/// Delete an assistant's file that the library copied (in `models_dir`) once no pairing
-/// names it any more.
-pub(crate) fn remove_file_if_unused(store: &Store, models_dir: &Path, gone: &AssistantRecord) {
+/// Delete a paired file that the library copied (in `models_dir`) once no pairing names it
+/// any more.
+pub(crate) fn remove_file_if_unused(
+    store: &Store,
+    pairing: Pairing,
+    models_dir: &Path,
+    gone: &PairedFile,
+) {
     let still_used = store
-        .assistants()
+        .paired_files(pairing)
         .map(|all| all.iter().any(|a| a.path == gone.path))
         .unwrap_or(true);
     let path = Path::new(&gone.path);
@@ -151,7 +212,7 @@ pub(crate) fn remove_file_if_unused(store: &Store, models_dir: &Path, gone: &Ass
         && crate::models::in_folder(path, models_dir)
         && let Err(e) = std::fs::remove_file(path)
     {
-        tracing::warn!(path = %path.display(), error = %e, "an unpaired assistant's file stayed");
+        tracing::warn!(path = %path.display(), error = %e, "an unpaired file stayed");
     }
 }
 
@@ -212,9 +273,9 @@ mod tests {
         let imported = import_model(&store, &models, &assistant, None, &mut |_, _| {}).unwrap();
         assert_eq!(imported.model.id, dense.id);
         assert!(imported.added);
-        let paired = imported.assistant.unwrap().assistant;
+        let paired = imported.paired.unwrap().file;
         assert_eq!(
-            assistant_for(&store, Path::new(&dense.path)).unwrap(),
+            paired_for(&store, Pairing::Assistant, Path::new(&dense.path)).unwrap(),
             Some(PathBuf::from(&paired.path))
         );
         // again: the same file, nothing copied
