@@ -54,10 +54,22 @@ pub fn run(args: Args) -> Result<()> {
             Err(e) => json!({ "path": path, "problem": e.to_string() }),
         }
     });
-    let assistant_bytes = assistant
-        .as_ref()
-        .and_then(|a| a["fileBytes"].as_u64())
-        .unwrap_or(0);
+    // the vision projector (--mmproj, or the library's pairing) likewise
+    let projector = config.projector_path.as_ref().map(|path| {
+        match engine::inspect_projector(path, &config.model_path) {
+            Ok(facts) => json!({
+                "path": path,
+                "parameters": facts.parameters,
+                "quantization": facts.quantization,
+                "fileBytes": facts.file_bytes,
+            }),
+            Err(e) => json!({ "path": path, "problem": e.to_string() }),
+        }
+    });
+    let assistant_bytes = [&assistant, &projector]
+        .iter()
+        .filter_map(|a| a.as_ref().and_then(|a| a["fileBytes"].as_u64()))
+        .sum::<u64>();
     let available_for_model = available.map(|a| a.saturating_sub(assistant_bytes));
     // a file Companion cannot open or run is a problem the report names, not an error
     let opened = ModelFile::open(&config.model_path).and_then(|file| {
@@ -118,6 +130,7 @@ pub fn run(args: Args) -> Result<()> {
         "minimumUsefulContext": MIN_USEFUL_CONTEXT,
         "model": model,
         "assistant": assistant,
+        "projector": projector,
         "gemmaSizes": sizes,
         "logFile": crate::log::log_file(),
     });
@@ -167,6 +180,17 @@ pub fn run(args: Args) -> Result<()> {
                 "assistant         {} (Gemma 4 MTP assistant, {})",
                 a["path"].as_str().unwrap_or("?"),
                 mb(&a["fileBytes"])
+            )?,
+        }
+    }
+    if let Some(p) = out["projector"].as_object() {
+        match p.get("problem").and_then(|p| p.as_str()) {
+            Some(problem) => writeln!(o, "vision projector  {problem}")?,
+            None => writeln!(
+                o,
+                "vision projector  {} ({})",
+                p["path"].as_str().unwrap_or("?"),
+                mb(&p["fileBytes"])
             )?,
         }
     }

@@ -302,11 +302,12 @@ impl Backend for HostBackend<'_> {
     }
 
     fn add_bias(&self, x: &mut Vec<f32>, b: &Norm) -> Result<()> {
-        for row in x.chunks_exact_mut(b.len().max(1)) {
+        use rayon::prelude::*;
+        x.par_chunks_mut(b.len().max(1)).for_each(|row| {
             for (v, &bv) in row.iter_mut().zip(&b.host) {
                 *v += bv;
             }
-        }
+        });
         Ok(())
     }
 
@@ -337,19 +338,23 @@ impl Backend for HostBackend<'_> {
         }
         // [rows, heads, d] → [heads, rows, d]; K and V as f16, as ggml's flash attention
         // casts them (`clip.cpp`, `build_attn`)
+        use half::slice::HalfFloatSliceExt;
+        use rayon::prelude::*;
         let mut qt = scratch_overwritten(q.len());
         let mut kt = vec![half::f16::ZERO; k.len()];
         let mut vt = vec![half::f16::ZERO; v.len()];
-        for r in 0..rows {
-            for h in 0..heads {
-                let (src, dst) = ((r * heads + h) * d, (h * rows + r) * d);
-                qt[dst..dst + d].copy_from_slice(&q[src..src + d]);
-                for i in 0..d {
-                    kt[dst + i] = half::f16::from_f32(k[src + i]);
-                    vt[dst + i] = half::f16::from_f32(v[src + i]);
+        qt.par_chunks_mut(rows * d)
+            .zip(kt.par_chunks_mut(rows * d))
+            .zip(vt.par_chunks_mut(rows * d))
+            .enumerate()
+            .for_each(|(h, ((qh, kh), vh))| {
+                for r in 0..rows {
+                    let src = (r * heads + h) * d;
+                    qh[r * d..][..d].copy_from_slice(&q[src..src + d]);
+                    kh[r * d..][..d].convert_from_f32_slice(&k[src..src + d]);
+                    vh[r * d..][..d].convert_from_f32_slice(&v[src..src + d]);
                 }
-            }
-        }
+            });
         release_scratch(q);
         let vis = Visibility {
             slot_pos: SlotPositions::Identity,

@@ -69,34 +69,40 @@ fn rms_scale(row: &[f32], eps: f32) -> f32 {
 /// 8, 4, 2, 1) and added in double, the rest one by one.
 pub(crate) fn layer_norm_into(x: &[f32], w: &[f32], b: &[f32], eps: f32, out: &mut [f32]) {
     let n = w.len();
-    for (row, o) in x.chunks_exact(n).zip(out.chunks_exact_mut(n)) {
-        let sum: f64 = row.iter().map(|&v| f64::from(v)).sum();
-        let mean = sum as f32 / n as f32;
-        let mut var = 0f64;
-        let blocks = n / 16 * 16;
-        for (block, dst) in row[..blocks].chunks_exact(16).zip(o.chunks_exact_mut(16)) {
-            let mut sq = [0f32; 16];
-            for ((d, s), &v) in dst.iter_mut().zip(sq.iter_mut()).zip(block) {
-                *d = v - mean;
-                *s = *d * *d;
-            }
-            let mut width = 8;
-            while width > 0 {
-                for i in 0..width {
-                    sq[i] += sq[i + width];
-                }
-                width /= 2;
-            }
-            var += f64::from(sq[0]);
-        }
-        for (d, &v) in o[blocks..].iter_mut().zip(&row[blocks..]) {
+    // a vision tower's 4096 patches: rows split across the compute threads
+    x.par_chunks_exact(n)
+        .zip(out.par_chunks_exact_mut(n))
+        .for_each(|(row, o)| layer_norm_row(row, w, b, eps, o));
+}
+
+fn layer_norm_row(row: &[f32], w: &[f32], b: &[f32], eps: f32, o: &mut [f32]) {
+    let n = w.len();
+    let sum: f64 = row.iter().map(|&v| f64::from(v)).sum();
+    let mean = sum as f32 / n as f32;
+    let mut var = 0f64;
+    let blocks = n / 16 * 16;
+    for (block, dst) in row[..blocks].chunks_exact(16).zip(o.chunks_exact_mut(16)) {
+        let mut sq = [0f32; 16];
+        for ((d, s), &v) in dst.iter_mut().zip(sq.iter_mut()).zip(block) {
             *d = v - mean;
-            var += f64::from(*d * *d);
+            *s = *d * *d;
         }
-        let scale = 1.0 / ((var / n as f64) as f32 + eps).sqrt();
-        for ((d, &wv), &bv) in o.iter_mut().zip(w).zip(b) {
-            *d = *d * scale * wv + bv;
+        let mut width = 8;
+        while width > 0 {
+            for i in 0..width {
+                sq[i] += sq[i + width];
+            }
+            width /= 2;
         }
+        var += f64::from(sq[0]);
+    }
+    for (d, &v) in o[blocks..].iter_mut().zip(&row[blocks..]) {
+        *d = v - mean;
+        var += f64::from(*d * *d);
+    }
+    let scale = 1.0 / ((var / n as f64) as f32 + eps).sqrt();
+    for ((d, &wv), &bv) in o.iter_mut().zip(w).zip(b) {
+        *d = *d * scale * wv + bv;
     }
 }
 
