@@ -41,30 +41,14 @@ pub fn run(args: Args) -> Result<()> {
     let context = config.context;
     let chunk = config.prefill_chunk;
 
-    // the model's Gemma 4 assistant (--assistant, or the library's pairing): checked against
-    // the model, and its bytes taken from what the context may use, as loading does
-    let assistant = config.assistant_path.as_ref().map(|path| {
-        match engine::inspect_assistant(path, &config.model_path) {
-            Ok(facts) => json!({
-                "path": path,
-                "parameters": facts.parameters,
-                "quantization": facts.quantization,
-                "fileBytes": facts.file_bytes,
-            }),
-            Err(e) => json!({ "path": path, "problem": e.to_string() }),
-        }
+    // the model's Gemma 4 assistant (--assistant) and vision projector (--mmproj), or the
+    // library's pairings: each checked against the model, and their bytes taken from what the
+    // context may use, as loading does
+    let assistant = paired_report(config.assistant_path.as_deref(), |path| {
+        engine::inspect_assistant(path, &config.model_path)
     });
-    // the vision projector (--mmproj, or the library's pairing) likewise
-    let projector = config.projector_path.as_ref().map(|path| {
-        match engine::inspect_projector(path, &config.model_path) {
-            Ok(facts) => json!({
-                "path": path,
-                "parameters": facts.parameters,
-                "quantization": facts.quantization,
-                "fileBytes": facts.file_bytes,
-            }),
-            Err(e) => json!({ "path": path, "problem": e.to_string() }),
-        }
+    let projector = paired_report(config.projector_path.as_deref(), |path| {
+        engine::inspect_projector(path, &config.model_path)
     });
     let assistant_bytes = [&assistant, &projector]
         .iter()
@@ -172,28 +156,13 @@ pub fn run(args: Args) -> Result<()> {
             m["quantization"].as_str().unwrap_or("?")
         )?;
     }
-    if let Some(a) = out["assistant"].as_object() {
-        match a.get("problem").and_then(|p| p.as_str()) {
-            Some(problem) => writeln!(o, "assistant         {problem}")?,
-            None => writeln!(
-                o,
-                "assistant         {} (Gemma 4 MTP assistant, {})",
-                a["path"].as_str().unwrap_or("?"),
-                mb(&a["fileBytes"])
-            )?,
-        }
-    }
-    if let Some(p) = out["projector"].as_object() {
-        match p.get("problem").and_then(|p| p.as_str()) {
-            Some(problem) => writeln!(o, "vision projector  {problem}")?,
-            None => writeln!(
-                o,
-                "vision projector  {} ({})",
-                p["path"].as_str().unwrap_or("?"),
-                mb(&p["fileBytes"])
-            )?,
-        }
-    }
+    print_paired(
+        &mut o,
+        "assistant        ",
+        "Gemma 4 MTP assistant, ",
+        &out["assistant"],
+    )?;
+    print_paired(&mut o, "vision projector ", "", &out["projector"])?;
     if let Some(tuning) = m["tuning"].as_str() {
         writeln!(o, "tuning            {tuning}")?;
         if let Some(notice) = m["tuningNotice"].as_str() {
@@ -236,4 +205,45 @@ pub fn run(args: Args) -> Result<()> {
         )?;
     }
     Ok(())
+}
+
+/// A file paired with the model, as the report shows it: what `inspect` says of it, or the
+/// problem it names.
+fn paired_report(
+    path: Option<&std::path::Path>,
+    inspect: impl FnOnce(&std::path::Path) -> engine::Result<engine::ModelFacts>,
+) -> Option<serde_json::Value> {
+    let path = path?;
+    Some(match inspect(path) {
+        Ok(facts) => json!({
+            "path": path,
+            "parameters": facts.parameters,
+            "quantization": facts.quantization,
+            "fileBytes": facts.file_bytes,
+        }),
+        Err(e) => json!({ "path": path, "problem": e.to_string() }),
+    })
+}
+
+/// Its line: `label path (kind size)`, or `label problem`.
+fn print_paired(
+    o: &mut impl Write,
+    label: &str,
+    kind: &str,
+    paired: &serde_json::Value,
+) -> std::io::Result<()> {
+    let Some(a) = paired.as_object() else {
+        return Ok(());
+    };
+    match a.get("problem").and_then(|p| p.as_str()) {
+        Some(problem) => writeln!(o, "{label} {problem}"),
+        None => writeln!(
+            o,
+            "{label} {} ({kind}{})",
+            a["path"].as_str().unwrap_or("?"),
+            a["fileBytes"]
+                .as_u64()
+                .map_or("unknown".to_string(), megabytes)
+        ),
+    }
 }
