@@ -122,6 +122,9 @@ pub struct ProjectorInfo {
     pub description: String,
     pub tokens_per_image: usize,
     pub file_bytes: u64,
+    /// What the encoder works in while it reads a picture, beyond its weights
+    /// ([`crate::vision::VisionDescription::activation_bytes`]).
+    pub working_bytes: u64,
 }
 
 /// What is shown about a loaded assistant.
@@ -211,9 +214,15 @@ impl Engine {
             Some(path) => Some(ModelFile::open(path)?),
             None => None,
         };
-        // both take their share of memory beside the model's
+        // both take their share of memory beside the model's, the projector with what its
+        // encoder works in while it reads a picture
+        let projector_working = match &projector_file {
+            Some(file) => crate::vision::VisionDescription::of(file)?.activation_bytes(),
+            None => 0,
+        };
         let assistant_bytes = assistant_file.as_ref().map_or(0, ModelFile::file_size)
-            + projector_file.as_ref().map_or(0, ModelFile::file_size);
+            + projector_file.as_ref().map_or(0, ModelFile::file_size)
+            + projector_working;
         // Decided from the header, before any weight or cache is touched.
         let memory = fit_context(
             &ModelShape::of_file(&file)?,
@@ -271,6 +280,7 @@ impl Engine {
                     ),
                     tokens_per_image: d.tokens_per_image(),
                     file_bytes: file.file_size(),
+                    working_bytes: d.activation_bytes(),
                 };
                 (Some(vision), Some(info))
             }

@@ -27,6 +27,9 @@ pub struct ModelFacts {
     pub parameters: u64,
     pub quantization: String,
     pub file_bytes: u64,
+    /// Memory it works in beyond its file while it runs, where that is more than a model's
+    /// own estimate covers: a vision projector's encoder activations; 0 otherwise.
+    pub working_bytes: u64,
 }
 
 /// Check `path` as a model Companion can run, and say what it is.
@@ -54,6 +57,7 @@ pub fn inspect_model(path: &Path) -> Result<ModelFacts> {
         parameters: arch.parameter_count(),
         quantization: file.quantization_label(),
         file_bytes: file.file_size(),
+        working_bytes: 0,
     })
 }
 
@@ -77,6 +81,7 @@ pub fn inspect_assistant(path: &Path, model: &Path) -> Result<ModelFacts> {
         parameters: arch.parameter_count(),
         quantization: file.quantization_label(),
         file_bytes: file.file_size(),
+        working_bytes: 0,
     })
 }
 
@@ -128,5 +133,6 @@ pub fn inspect_projector(path: &Path, model: &Path) -> Result<ModelFacts> {
             .sum(),
         quantization: file.quantization_label(),
         file_bytes: file.file_size(),
+        working_bytes: d.activation_bytes(),
     })
 }

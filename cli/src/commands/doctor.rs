@@ -52,7 +52,10 @@ pub fn run(args: Args) -> Result<()> {
     });
     let assistant_bytes = [&assistant, &projector]
         .iter()
-        .filter_map(|a| a.as_ref().and_then(|a| a["fileBytes"].as_u64()))
+        .filter_map(|a| {
+            let a = a.as_ref()?;
+            Some(a["fileBytes"].as_u64()? + a["workingBytes"].as_u64().unwrap_or(0))
+        })
         .sum::<u64>();
     let available_for_model = available.map(|a| a.saturating_sub(assistant_bytes));
     // a file Companion cannot open or run is a problem the report names, not an error
@@ -220,6 +223,7 @@ fn paired_report(
             "parameters": facts.parameters,
             "quantization": facts.quantization,
             "fileBytes": facts.file_bytes,
+            "workingBytes": facts.working_bytes,
         }),
         Err(e) => json!({ "path": path, "problem": e.to_string() }),
     })
@@ -239,11 +243,15 @@ fn print_paired(
         Some(problem) => writeln!(o, "{label} {problem}"),
         None => writeln!(
             o,
-            "{label} {} ({kind}{})",
+            "{label} {} ({kind}{}{})",
             a["path"].as_str().unwrap_or("?"),
             a["fileBytes"]
                 .as_u64()
-                .map_or("unknown".to_string(), megabytes)
+                .map_or("unknown".to_string(), megabytes),
+            match a["workingBytes"].as_u64() {
+                Some(w) if w > 0 => format!(", {} more while it works", megabytes(w)),
+                _ => String::new(),
+            }
         ),
     }
 }
