@@ -16,8 +16,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
 use crate::engine::Engine;
-use crate::error::{Error, Result};
-use crate::session::{Session, common_prefix};
+use crate::error::Result;
+use crate::session::Session;
 use crate::tokenizer::ChatMessage;
 
 /// What one draft prefill did.
@@ -58,36 +58,34 @@ impl Engine {
         stale: &dyn Fn() -> bool,
     ) -> Result<DraftOutcome> {
         let chunk = chunk.max(1);
-        let ids = self.tokenizer().encode_open_user_turn(history, draft)?;
-        if ids.len() >= session.context() {
-            return Err(Error::PromptTooLong {
-                tokens: ids.len(),
-                context: session.context(),
-            });
-        }
-        // A truncate that crosses a sliding ring re-prefills the kept prefix in one go: rare
-        // (an edit more than a window back) and not interruptible.
-        session.truncate(self.model(), common_prefix(session.tokens(), &ids))?;
-        let reused = session.len();
-        let rest = &ids[reused..];
-        let prefilled = session.prefill_until(self.model(), rest, chunk, stale)?;
-        if prefilled == rest.len() {
+        // a history with pictures reuses them where the session holds them
+        // (`Session::reusable_prefix`); text alone is one part
+        let parts = self
+            .tokenizer()
+            .encode_open_user_turn_parts(history, draft)?;
+        let done = self.prefill_parts_until(session, &parts, chunk, false, stale)?;
+        let ids = done.held;
+        if !done.superseded {
             // Speculatively also prefill what `send` will add — the end of the user's turn and
             // the start of the model's — so that on send the prompt is entirely cached and the
             // first token is sampled at once. The next draft edit truncates these few tokens
             // away again (within the ring: no re-prefill).
             let mut sent = history.to_vec();
             sent.push(ChatMessage::user(draft.to_string()));
-            let full = self.tokenizer().encode_chat(&sent, true)?;
-            if full.len() < session.context() && full.starts_with(&ids) {
-                session.prefill_until(self.model(), &full[ids.len()..], chunk, stale)?;
+            let full = self.tokenizer().encode_chat_parts(&sent, true)?;
+            // compared with one placeholder for both: the pictures are the same ones
+            let per_image = self.tokens_per_image();
+            let full_ids = crate::vision::held_ids(&full, per_image, 0);
+            let draft_ids = crate::vision::held_ids(&parts, per_image, 0);
+            if full_ids.len() < session.context() && full_ids.starts_with(&draft_ids) {
+                self.prefill_parts_until(session, &full, chunk, false, stale)?;
             }
         }
         Ok(DraftOutcome {
             tokens: ids.len(),
-            reused,
-            prefilled,
-            superseded: prefilled < rest.len(),
+            reused: done.reused,
+            prefilled: done.processed,
+            superseded: done.superseded,
         })
     }
 }

@@ -33,7 +33,17 @@ pub struct Session {
     last_hidden: Option<Hidden>,
     /// The positions that hold pictures (`prefill_image`): their token ids are placeholders,
     /// so they never count as matching a token list, and a prefix is kept only whole.
-    images: Vec<std::ops::Range<usize>>,
+    images: Vec<ImageSpan>,
+}
+
+/// A picture a session holds: its positions and which picture it is ([`RgbImage::digest`]),
+/// so that a prompt holding the same picture there reuses it ([`Session::reusable_prefix`]).
+///
+/// [`RgbImage::digest`]: crate::vision::RgbImage::digest
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ImageSpan {
+    pub positions: std::ops::Range<usize>,
+    pub digest: [u8; 32],
 }
 
 impl Session {
@@ -46,9 +56,50 @@ impl Session {
         }
     }
 
-    /// The positions that hold pictures.
-    pub fn image_spans(&self) -> &[std::ops::Range<usize>] {
+    /// The pictures the session holds, in position order.
+    pub fn image_spans(&self) -> &[ImageSpan] {
         &self.images
+    }
+
+    /// How many leading positions already hold what `parts` would put there: equal token ids
+    /// outside pictures, and each picture whole where the same picture (by
+    /// [`ImageSpan::digest`]) already sits at the same positions. `per_image` is how many
+    /// positions a picture takes.
+    pub fn reusable_prefix(&self, parts: &[crate::vision::PromptPart], per_image: usize) -> usize {
+        use crate::vision::PromptPart;
+        let mut pos = 0;
+        for part in parts {
+            match part {
+                PromptPart::Ids(ids) => {
+                    // text never matches a picture's placeholder positions
+                    let limit = self
+                        .images
+                        .iter()
+                        .find(|s| s.positions.end > pos)
+                        .map_or(self.tokens.len(), |s| s.positions.start)
+                        .min(self.tokens.len());
+                    let held = &self.tokens[pos.min(limit)..limit];
+                    let same = common_prefix(held, ids);
+                    pos += same;
+                    if same < ids.len() {
+                        return pos;
+                    }
+                }
+                PromptPart::Image(image) => {
+                    let here = self.images.iter().find(|s| s.positions.start == pos);
+                    match here {
+                        Some(span)
+                            if span.positions.len() == per_image
+                                && span.digest == image.digest() =>
+                        {
+                            pos = span.positions.end;
+                        }
+                        _ => return pos,
+                    }
+                }
+            }
+        }
+        pos
     }
 
     pub fn tokens(&self) -> &[u32] {
@@ -94,10 +145,10 @@ impl Session {
     }
 
     /// For restore: the cache and token list, to be refilled together.
-    pub(crate) fn parts_mut(&mut self) -> (&mut KvCache, &mut Vec<u32>) {
+    pub(crate) fn parts_mut(&mut self) -> (&mut KvCache, &mut Vec<u32>, &mut Vec<ImageSpan>) {
         self.last_hidden = None;
         self.images.clear();
-        (&mut self.cache, &mut self.tokens)
+        (&mut self.cache, &mut self.tokens, &mut self.images)
     }
 
     /// Whether the hidden state after the last cached token is kept (see `sync_to`).
@@ -128,6 +179,7 @@ impl Session {
         &mut self,
         model: &Model,
         image: &crate::vision::ImageEmbeddings,
+        digest: [u8; 32],
         placeholder: u32,
     ) -> Result<()> {
         self.last_hidden = None;
@@ -135,7 +187,10 @@ impl Session {
         let result = model.forward_image(&image.rows, &mut self.cache);
         self.sync_tokens(&vec![placeholder; image.tokens], result.is_ok());
         if result.is_ok() {
-            self.images.push(start..start + image.tokens);
+            self.images.push(ImageSpan {
+                positions: start..start + image.tokens,
+                digest,
+            });
         }
         result
     }
@@ -221,10 +276,10 @@ impl Session {
         let n = self
             .images
             .iter()
-            .find(|span| span.contains(&n) && span.start < n)
-            .map_or(n, |span| span.start);
+            .find(|span| span.positions.contains(&n) && span.positions.start < n)
+            .map_or(n, |span| span.positions.start);
         self.last_hidden = None;
-        self.images.retain(|span| span.end <= n);
+        self.images.retain(|span| span.positions.end <= n);
         if self.cache.truncate(n) {
             self.tokens.truncate(n);
             return Ok(());
@@ -253,7 +308,10 @@ impl Session {
             return Ok(Some(h.clone()));
         }
         // otherwise a picture's placeholders match nothing: the text after it is not reused
-        let first_image = self.images.first().map_or(usize::MAX, |span| span.start);
+        let first_image = self
+            .images
+            .first()
+            .map_or(usize::MAX, |span| span.positions.start);
         let common = common_prefix(&self.tokens, tokens).min(first_image);
         // keep one token to re-run if the whole target is already cached
         let keep = common.min(tokens.len().saturating_sub(1));

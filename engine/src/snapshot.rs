@@ -16,6 +16,8 @@
 //!            u32 model layer, u8 sliding, u32 n_kv_head, u32 head_dim
 //! dtype      u32                      the cache's element type: 2 f16 (1 f32: older builds)
 //! tokens     u32 count + count × u32
+//! pictures   u32 count, then per picture u32 first, u32 count, [u8; 32] digest of its
+//!            pixels (the positions that hold a picture's rows, see `Session::image_spans`)
 //! per cache layer  u32 first, u32 count, K then V as [n_kv_head, count, head_dim] of dtype
 //! checksum   [u8; 32]                 sha256 of every byte before it
 //! ```
@@ -39,7 +41,8 @@ pub const MAGIC: [u8; 5] = *b"CMPKV";
 /// Version 2: K/V in the cache's own element type (f16 on the CPU: half the bytes of
 /// version 1's f32, and exact, since the values were f16 to begin with). Version 3: every
 /// cache layer's own shape (Gemma 4's layers differ, and shared layers store nothing).
-pub const FORMAT_VERSION: u32 = 3;
+/// Version 4: the pictures a session holds, so that a restored conversation reuses them.
+pub const FORMAT_VERSION: u32 = 4;
 /// K/V element type tags, little-endian.
 pub const DTYPE_F32: u32 = 1;
 pub const DTYPE_F16: u32 = 2;
@@ -283,6 +286,12 @@ impl Engine {
         for &t in session.tokens() {
             put_u32(&mut body, t);
         }
+        put_u32(&mut body, session.image_spans().len() as u32);
+        for span in session.image_spans() {
+            put_u32(&mut body, span.positions.start as u32);
+            put_u32(&mut body, span.positions.len() as u32);
+            body.extend_from_slice(&span.digest);
+        }
         for layer in 0..cache.n_layer() {
             let range = cache.live_range(layer);
             let (k, v) = cache.read_positions(layer, range.clone())?;
@@ -334,8 +343,27 @@ impl Engine {
             }
             tokens.push(t);
         }
+        let pictures = r.u32("picture count")? as usize;
+        let mut spans = Vec::with_capacity(pictures.min(len));
+        let mut free_from = 0;
+        for _ in 0..pictures {
+            let first = r.u32("picture positions")? as usize;
+            let count = r.u32("picture positions")? as usize;
+            let digest: [u8; 32] = r.array("picture digest")?;
+            if first < free_from || count == 0 || first.saturating_add(count) > len {
+                return Err(Error::SnapshotCorrupt(format!(
+                    "a picture at positions {first}..{} of a session of {len}",
+                    first.saturating_add(count)
+                )));
+            }
+            free_from = first + count;
+            spans.push(crate::session::ImageSpan {
+                positions: first..first + count,
+                digest,
+            });
+        }
 
-        let (cache, session_tokens) = session.parts_mut();
+        let (cache, session_tokens, session_images) = session.parts_mut();
         let window = cache.window();
         let mut layers = Vec::with_capacity(cache.n_layer());
         let mut sliding_from = None;
@@ -380,6 +408,7 @@ impl Engine {
         }
         cache.finish_restore(len, sliding_from.unwrap_or(len));
         *session_tokens = tokens;
+        *session_images = spans;
         Ok(())
     }
 }

@@ -23,7 +23,7 @@ use super::MIN_USEFUL_CONTEXT;
 use crate::engine::Engine;
 use crate::error::Result;
 use crate::kv_cache::{KvShape, context_for_budget};
-use crate::session::{Session, common_prefix};
+use crate::session::Session;
 use crate::tokenizer::ChatMessage;
 
 /// When the memory the app may still allocate falls under this, the app acts as on a memory
@@ -101,8 +101,8 @@ impl Engine {
         scratch_sessions_closed: usize,
     ) -> Result<MemoryRelief> {
         let before = main.len();
-        let committed = self.tokenizer().encode_open_user_turn(history, "")?;
-        let keep = common_prefix(main.tokens(), &committed);
+        let committed = self.tokenizer().encode_open_user_turn_parts(history, "")?;
+        let keep = main.reusable_prefix(&committed, self.tokens_per_image());
         if keep < main.len() {
             main.truncate(self.model(), keep)?;
         }

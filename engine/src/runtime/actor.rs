@@ -114,7 +114,7 @@ fn prompt_ids(
     prompt: &Prompt,
 ) -> Result<(Vec<u32>, Option<PicturePrefill>)> {
     match prompt {
-        Prompt::WithImages { .. } => {
+        prompt if prompt.has_images() => {
             let t0 = std::time::Instant::now();
             let (ids, processed) =
                 engine.prefill_parts(session, &prompt.to_parts(engine.tokenizer())?)?;

@@ -33,7 +33,8 @@ use crate::tokenizer::{ChatMessage, GemmaTokenizer};
 pub enum Prompt {
     /// Raw text, no chat template, special-token text recognized; `<bos>` is added.
     Text(String),
-    /// A conversation rendered with Gemma's chat template, ending with an open model turn.
+    /// A conversation rendered with Gemma's chat template, ending with an open model turn;
+    /// its user messages' pictures open their turns ([`ChatMessage::images`]).
     Chat(Vec<ChatMessage>),
     /// Token ids as they are.
     Ids(Vec<u32>),
@@ -70,7 +71,19 @@ impl Prompt {
                     "pictures go with a text or chat prompt".into(),
                 )),
             },
+            Prompt::Chat(messages) if self.has_images() => {
+                tokenizer.encode_chat_parts(messages, true)
+            }
             other => Ok(vec![PromptPart::Ids(other.to_ids(tokenizer)?)]),
+        }
+    }
+
+    /// Whether the prompt holds pictures (its own, or its messages').
+    pub fn has_images(&self) -> bool {
+        match self {
+            Prompt::WithImages { .. } => true,
+            Prompt::Chat(messages) => messages.iter().any(|m| !m.images.is_empty()),
+            _ => false,
         }
     }
 }
@@ -327,6 +340,21 @@ impl EngineHandle {
     /// What was loaded, as it stands now (the context is lowered by [`Self::relieve_memory`]).
     pub fn info(&self) -> ModelInfo {
         self.info.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// How many positions `prompt` takes in a session: its tokens, and each picture's rows
+    /// (refused when it has pictures and no projector is loaded beside the model).
+    pub fn prompt_tokens(&self, prompt: &Prompt) -> Result<usize> {
+        let parts = prompt.to_parts(&self.tokenizer)?;
+        let pictures = crate::vision::has_images(&parts);
+        let per_image = self.info().projector.map(|p| p.tokens_per_image);
+        match per_image {
+            None if pictures => Err(Error::InvalidArgument(
+                "pictures need the model's vision projector (an mmproj file) loaded beside it"
+                    .into(),
+            )),
+            per_image => Ok(crate::vision::held_ids(&parts, per_image.unwrap_or(0), 0).len()),
+        }
     }
 
     /// The context of the open conversation's session now.

@@ -26,7 +26,11 @@
 //! Message text is trimmed, as the templates' `| trim` does. The `<bos>` is added as a token by
 //! the caller.
 
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
+
+use crate::vision::RgbImage;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -40,6 +44,10 @@ pub enum Role {
 pub struct ChatMessage {
     pub role: Role,
     pub content: String,
+    /// Pictures of a user's message, read by the model's vision projector; they open the
+    /// turn, before its text. Not serialized: a picture travels as its file, not as pixels.
+    #[serde(skip)]
+    pub images: Vec<Arc<RgbImage>>,
 }
 
 impl ChatMessage {
@@ -47,19 +55,28 @@ impl ChatMessage {
         ChatMessage {
             role: Role::System,
             content: content.into(),
+            images: Vec::new(),
         }
     }
     pub fn user(content: impl Into<String>) -> Self {
         ChatMessage {
             role: Role::User,
             content: content.into(),
+            images: Vec::new(),
         }
     }
     pub fn assistant(content: impl Into<String>) -> Self {
         ChatMessage {
             role: Role::Assistant,
             content: content.into(),
+            images: Vec::new(),
         }
+    }
+
+    /// The message with `images` opening it.
+    pub fn with_images(mut self, images: Vec<Arc<RgbImage>>) -> Self {
+        self.images = images;
+        self
     }
 }
 
@@ -90,6 +107,9 @@ pub enum Segment {
     Control(&'static str),
     /// Text, tokenized without special-token parsing.
     Text(String),
+    /// A picture: its marker tokens and rows (`crate::vision::segments_parts`); a list of
+    /// token ids alone cannot hold it.
+    Image(Arc<RgbImage>),
 }
 
 /// Render a conversation. With `add_generation_prompt`, ends with an open model turn.
@@ -100,9 +120,21 @@ pub fn render_chat(
 ) -> Vec<Segment> {
     let (open, close) = format.markers();
     let mut out = Vec::new();
-    let turn = |out: &mut Vec<Segment>, role: &str, text: String| {
+    // a turn's pictures open it, after the role line (and a folded system text), before
+    // its text: as Gemma's template renders a content list whose pictures come first
+    let turn = |out: &mut Vec<Segment>,
+                role: &str,
+                prefix: String,
+                images: &[Arc<RgbImage>],
+                text: &str| {
         out.push(Segment::Control(open));
-        out.push(Segment::Text(format!("{role}\n{text}")));
+        if images.is_empty() {
+            out.push(Segment::Text(format!("{role}\n{prefix}{text}")));
+        } else {
+            out.push(Segment::Text(format!("{role}\n{prefix}")));
+            out.extend(images.iter().cloned().map(Segment::Image));
+            out.push(Segment::Text(text.to_string()));
+        }
         out.push(Segment::Control(close));
         out.push(Segment::Text("\n".into()));
     };
@@ -114,7 +146,18 @@ pub fn render_chat(
                     Role::User => "user",
                     Role::Assistant => "model",
                 };
-                turn(&mut out, role, message.content.trim().to_string());
+                let images: &[Arc<RgbImage>] = if message.role == Role::User {
+                    &message.images
+                } else {
+                    &[]
+                };
+                turn(
+                    &mut out,
+                    role,
+                    String::new(),
+                    images,
+                    message.content.trim(),
+                );
             }
         }
         ChatFormat::StartOfTurn => {
@@ -131,14 +174,13 @@ pub fn render_chat(
                     }
                     Role::User if !first_user_done => {
                         first_user_done = true;
-                        let text = match system.take() {
-                            Some(system) => format!("{system}\n\n{text}"),
-                            None => text.to_string(),
-                        };
-                        turn(&mut out, "user", text);
+                        let prefix = system
+                            .take()
+                            .map_or_else(String::new, |system| format!("{system}\n\n"));
+                        turn(&mut out, "user", prefix, &message.images, text);
                     }
-                    Role::User => turn(&mut out, "user", text.to_string()),
-                    Role::Assistant => turn(&mut out, "model", text.to_string()),
+                    Role::User => turn(&mut out, "user", String::new(), &message.images, text),
+                    Role::Assistant => turn(&mut out, "model", String::new(), &[], text),
                 }
             }
         }
@@ -176,6 +218,7 @@ pub fn segments_to_string(segments: &[Segment]) -> String {
         .map(|s| match s {
             Segment::Control(t) => *t,
             Segment::Text(t) => t.as_str(),
+            Segment::Image(_) => crate::vision::MEDIA_MARKER,
         })
         .collect()
 }
@@ -285,6 +328,44 @@ mod tests {
         assert_eq!(
             s,
             "<start_of_turn>user\nspaced<end_of_turn>\n<start_of_turn>model\nreply<end_of_turn>\n"
+        );
+    }
+
+    fn picture(shade: u8) -> Arc<RgbImage> {
+        Arc::new(RgbImage::new(2, 1, vec![shade; 6]).expect("a 2 × 1 picture"))
+    }
+
+    #[test]
+    fn pictures_open_their_user_turn_after_a_folded_system_text() {
+        let (a, b) = (picture(1), picture(2));
+        let messages = [
+            ChatMessage::system("Be brief."),
+            ChatMessage::user("What is this?").with_images(vec![a.clone()]),
+            ChatMessage::assistant("A cat."),
+            ChatMessage::user("And these?").with_images(vec![b.clone(), a.clone()]),
+        ];
+        let segments = render_chat(ChatFormat::StartOfTurn, &messages, true);
+        assert_eq!(
+            segments_to_string(&segments),
+            "<start_of_turn>user\nBe brief.\n\n<__media__>What is this?<end_of_turn>\n\
+             <start_of_turn>model\nA cat.<end_of_turn>\n\
+             <start_of_turn>user\n<__media__><__media__>And these?<end_of_turn>\n\
+             <start_of_turn>model\n"
+        );
+        let pictures: Vec<_> = segments
+            .iter()
+            .filter_map(|s| match s {
+                Segment::Image(p) => Some(p.digest()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(pictures, [a.digest(), b.digest(), a.digest()]);
+        // a model's or a system message's pictures are not the user's: never rendered
+        let odd = [ChatMessage::assistant("x").with_images(vec![a])];
+        assert!(
+            !render_chat(ChatFormat::Turn, &odd, false)
+                .iter()
+                .any(|s| matches!(s, Segment::Image(_)))
         );
     }
 }

@@ -193,9 +193,49 @@ impl GemmaTokenizer {
                     ids.extend(self.encode(text, false)?);
                 }
                 Segment::Text(_) => {}
+                Segment::Image(_) => {
+                    return Err(Error::InvalidArgument(
+                        "a prompt with pictures is not token ids alone".into(),
+                    ));
+                }
             }
         }
         Ok(ids)
+    }
+
+    /// The segments as prompt pieces: token ids, and each picture between its markers
+    /// (`<start_of_image>` ends the ids before it, `<end_of_image>` starts the ids after it,
+    /// as llama.cpp's `mtmd_tokenize` lays out Gemma 3's pictures). Text on either side of a
+    /// picture is tokenized on its own, as mtmd tokenizes the text between markers.
+    pub fn encode_segments_parts(
+        &self,
+        segments: &[Segment],
+        add_bos: bool,
+    ) -> Result<Vec<crate::vision::PromptPart>> {
+        use crate::vision::{ImageMarkers, PromptPart};
+        let mut parts = Vec::new();
+        let mut ids = if add_bos {
+            vec![self.vocab.bos_id]
+        } else {
+            Vec::new()
+        };
+        let mut markers = None;
+        for segment in segments {
+            if let Segment::Image(image) = segment {
+                let m = match markers {
+                    Some(m) => m,
+                    None => *markers.insert(ImageMarkers::of(self)?),
+                };
+                ids.push(m.start);
+                parts.push(PromptPart::Ids(std::mem::take(&mut ids)));
+                parts.push(PromptPart::Image(image.clone()));
+                ids.push(m.end);
+            } else {
+                ids.extend(self.encode_segments(std::slice::from_ref(segment), false)?);
+            }
+        }
+        parts.push(PromptPart::Ids(ids));
+        Ok(parts)
     }
 
     /// A conversation in this model's chat format, `<bos>` first.
@@ -208,6 +248,27 @@ impl GemmaTokenizer {
             &render_chat(self.format, messages, add_generation_prompt),
             true,
         )
+    }
+
+    /// [`Self::encode_chat`] for a conversation whose messages may hold pictures.
+    pub fn encode_chat_parts(
+        &self,
+        messages: &[ChatMessage],
+        add_generation_prompt: bool,
+    ) -> Result<Vec<crate::vision::PromptPart>> {
+        self.encode_segments_parts(
+            &render_chat(self.format, messages, add_generation_prompt),
+            true,
+        )
+    }
+
+    /// [`Self::encode_open_user_turn`] for a history whose messages may hold pictures.
+    pub fn encode_open_user_turn_parts(
+        &self,
+        history: &[ChatMessage],
+        draft: &str,
+    ) -> Result<Vec<crate::vision::PromptPart>> {
+        self.encode_segments_parts(&render_open_user_turn(self.format, history, draft), true)
     }
 
     /// `history` and an open user turn holding `draft` (see [`render_open_user_turn`]).

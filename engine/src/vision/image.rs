@@ -15,12 +15,23 @@ pub const MAX_SIDE: u32 = 16_384;
 const MAX_DECODED_BYTES: u64 = 256 << 20;
 
 /// An 8-bit RGB picture, row-major, channels interleaved.
-#[derive(Clone, PartialEq, Eq)]
+#[derive(Clone)]
 pub struct RgbImage {
     pub width: u32,
     pub height: u32,
     pub pixels: Vec<u8>,
+    /// [`Self::digest`], once asked for (a picture shared by `Arc` is not changed after).
+    digest: std::sync::OnceLock<[u8; 32]>,
 }
+
+/// Two pictures are equal when their pixels are.
+impl PartialEq for RgbImage {
+    fn eq(&self, other: &Self) -> bool {
+        self.width == other.width && self.height == other.height && self.pixels == other.pixels
+    }
+}
+
+impl Eq for RgbImage {}
 
 /// Its size only: a picture's bytes are no one's debug output.
 impl std::fmt::Debug for RgbImage {
@@ -47,6 +58,33 @@ impl RgbImage {
             width,
             height,
             pixels,
+            digest: Default::default(),
+        })
+    }
+
+    /// The media type of a picture file Companion keeps (PNG, JPEG, WebP or GIF), from its
+    /// first bytes; `None` for anything else.
+    pub fn media_type_of(bytes: &[u8]) -> Option<&'static str> {
+        match image::guess_format(bytes).ok()? {
+            image::ImageFormat::Png => Some("image/png"),
+            image::ImageFormat::Jpeg => Some("image/jpeg"),
+            image::ImageFormat::WebP => Some("image/webp"),
+            image::ImageFormat::Gif => Some("image/gif"),
+            _ => None,
+        }
+    }
+
+    /// The sha256 of the picture's size and pixels: what a session remembers of a picture it
+    /// holds, so that the same picture in the next prompt is not encoded again (a file
+    /// re-encoded with other bytes but the same pixels is the same picture to the model).
+    pub fn digest(&self) -> [u8; 32] {
+        *self.digest.get_or_init(|| {
+            use sha2::{Digest, Sha256};
+            let mut hasher = Sha256::new();
+            hasher.update(self.width.to_le_bytes());
+            hasher.update(self.height.to_le_bytes());
+            hasher.update(&self.pixels);
+            hasher.finalize().into()
         })
     }
 
@@ -99,6 +137,7 @@ impl RgbImage {
             width: size,
             height: size,
             pixels: out,
+            digest: Default::default(),
         }
     }
 
@@ -156,6 +195,7 @@ impl RgbImage {
             width,
             height,
             pixels,
+            digest: Default::default(),
         }
     }
 

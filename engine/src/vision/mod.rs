@@ -17,7 +17,10 @@ use std::path::Path;
 
 pub use description::{Projector, VisionDescription};
 pub use image::{MAX_SIDE, RgbImage};
-pub use prompt::{ImageMarkers, MEDIA_MARKER, PromptPart, chat_parts, raw_parts};
+pub use prompt::{
+    ImageMarkers, MEDIA_MARKER, PartsPrefill, PromptPart, chat_parts, has_images, held_ids,
+    raw_parts,
+};
 
 use crate::error::{Error, Result};
 use crate::gguf::ModelFile;

@@ -94,110 +94,186 @@ pub fn raw_parts(
 }
 
 /// A conversation in Gemma's chat format, ending with an open model turn, with `images` at
-/// the start of its last user turn.
+/// the start of its last user turn (after any pictures that message already holds).
 pub fn chat_parts(
     tokenizer: &GemmaTokenizer,
     messages: &[ChatMessage],
     images: &[Arc<RgbImage>],
 ) -> Result<Vec<PromptPart>> {
-    let markers = ImageMarkers::of(tokenizer)?;
     let last_user = messages
         .iter()
         .rposition(|m| m.role == Role::User)
         .ok_or_else(|| Error::InvalidArgument("pictures need a user turn to go in".into()))?;
-    let all = tokenizer.encode_chat(messages, true)?;
-    // the ids up to the open last user turn, then its text and what follows
-    let before = tokenizer.encode_open_user_turn(&messages[..last_user], "")?;
-    if !all.starts_with(&before) {
-        return Err(Error::InvalidArgument(
-            "the chat format's user turn does not open as the conversation renders it".into(),
-        ));
+    let mut messages = messages.to_vec();
+    messages[last_user].images.extend_from_slice(images);
+    tokenizer.encode_chat_parts(&messages, true)
+}
+
+/// The token list a session holds once it holds `parts`: a picture's `per_image` positions
+/// hold `placeholder`.
+pub fn held_ids(parts: &[PromptPart], per_image: usize, placeholder: u32) -> Vec<u32> {
+    let mut ids = Vec::new();
+    for part in parts {
+        match part {
+            PromptPart::Ids(part) => ids.extend_from_slice(part),
+            PromptPart::Image(_) => ids.extend(std::iter::repeat_n(placeholder, per_image)),
+        }
     }
-    let mut parts = Vec::new();
-    let mut ids = before.clone();
-    for image in images {
-        ids.push(markers.start);
-        parts.push(PromptPart::Ids(std::mem::take(&mut ids)));
-        parts.push(PromptPart::Image(image.clone()));
-        ids.push(markers.end);
-    }
-    ids.extend_from_slice(&all[before.len()..]);
-    parts.push(PromptPart::Ids(ids));
-    Ok(parts)
+    ids
+}
+
+/// Whether any piece is a picture.
+pub fn has_images(parts: &[PromptPart]) -> bool {
+    parts.iter().any(|p| matches!(p, PromptPart::Image(_)))
+}
+
+/// What [`Engine::prefill_parts_until`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PartsPrefill {
+    /// The token list the session holds for the parts (pictures hold the placeholder).
+    pub held: Vec<u32>,
+    /// Positions that were already held and kept.
+    pub reused: usize,
+    /// Positions run now (a picture's count once its rows are in).
+    pub processed: usize,
+    /// `stale` said to stop before every part was in.
+    pub superseded: bool,
 }
 
 impl Engine {
-    /// Make `session` hold `parts` (the text before the first picture reused where the
-    /// session already holds it): text prefilled in chunks, each picture encoded by the
-    /// projector loaded beside the model and its rows prefilled as one step. Returns the
-    /// token list the session now holds (the pictures' positions hold the placeholder) and
-    /// how many of its positions were run; the session keeps the last position's hidden
-    /// state, so a generation from that list starts at once. The prompt must end with text.
+    /// How many positions a picture takes with the projector loaded beside the model (0
+    /// without one).
+    pub fn tokens_per_image(&self) -> usize {
+        self.vision()
+            .map_or(0, |v| v.description().tokens_per_image())
+    }
+
+    /// Make `session` hold `parts`, reusing what it already holds (token ids and whole
+    /// pictures alike, [`Session::reusable_prefix`]): text prefilled in chunks, each new
+    /// picture encoded by the projector loaded beside the model and its rows prefilled as one
+    /// step. Returns the token list the session now holds (the pictures' positions hold the
+    /// placeholder) and how many of its positions were run; the session keeps the last
+    /// position's hidden state, so a generation from that list starts at once. The prompt
+    /// must end with text.
     pub fn prefill_parts(
         &self,
         session: &mut Session,
         parts: &[PromptPart],
     ) -> Result<(Vec<u32>, usize)> {
-        let vision = self.vision().ok_or_else(|| {
-            Error::InvalidArgument(
-                "pictures need the model's vision projector (an mmproj file) loaded beside it"
-                    .into(),
-            )
-        })?;
-        let markers = ImageMarkers::of(self.tokenizer())?;
         if !matches!(parts.last(), Some(PromptPart::Ids(ids)) if !ids.is_empty()) {
             return Err(Error::InvalidArgument("a prompt must end with text".into()));
         }
-        let per_image = vision.description().tokens_per_image();
-        let total: usize = parts
-            .iter()
-            .map(|p| match p {
-                PromptPart::Ids(ids) => ids.len(),
-                PromptPart::Image(_) => per_image,
-            })
-            .sum();
-        if total >= session.context() {
+        let done = self.prefill_parts_until(session, parts, session.chunk(), true, &|| false)?;
+        Ok((done.held, done.processed))
+    }
+
+    /// [`Self::prefill_parts`] in chunks of `chunk` tokens, asking `stale` before each chunk
+    /// and each picture whether to stop (a newer draft arrived); what was prefilled stays.
+    /// With `last_hidden`, the last position is run even when it is already held, so that a
+    /// generation can sample from it.
+    pub fn prefill_parts_until(
+        &self,
+        session: &mut Session,
+        parts: &[PromptPart],
+        chunk: usize,
+        last_hidden: bool,
+        stale: &dyn Fn() -> bool,
+    ) -> Result<PartsPrefill> {
+        let pictures = has_images(parts);
+        let vision = match self.vision() {
+            Some(v) => Some(v),
+            None if pictures => {
+                return Err(Error::InvalidArgument(
+                    "pictures need the model's vision projector (an mmproj file) loaded beside it"
+                        .into(),
+                ));
+            }
+            None => None,
+        };
+        let markers = if pictures {
+            Some(ImageMarkers::of(self.tokenizer())?)
+        } else {
+            None
+        };
+        let per_image = self.tokens_per_image();
+        let placeholder = markers.map_or(0, |m| m.placeholder);
+        let held = held_ids(parts, per_image, placeholder);
+        if held.len() >= session.context() {
             return Err(Error::PromptTooLong {
-                tokens: total,
+                tokens: held.len(),
                 context: session.context(),
             });
         }
         let model = &self.model;
-        // the text before the first picture: as any prompt, reusing the cached prefix
-        let first_image = session
-            .image_spans()
-            .first()
-            .map_or(usize::MAX, |s| s.start);
-        let mut reused = 0;
-        let mut held = match parts.first() {
-            Some(PromptPart::Ids(ids)) => {
-                reused = crate::session::common_prefix(session.tokens(), ids)
-                    .min(first_image)
-                    .min(ids.len().saturating_sub(1));
-                session.sync_to(model, ids)?;
-                ids.clone()
-            }
-            _ => {
-                session.clear();
-                Vec::new()
-            }
-        };
-        for part in parts.iter().skip(usize::from(!held.is_empty())) {
-            match part {
-                PromptPart::Ids(ids) => {
-                    for chunk in ids.chunks(session.chunk().max(1)) {
-                        session.prefill(model, chunk)?;
-                    }
-                    held.extend_from_slice(ids);
-                }
-                PromptPart::Image(image) => {
-                    let rows: ImageEmbeddings = vision.encode(model, image)?;
-                    session.prefill_image(model, &rows, markers.placeholder)?;
-                    held.extend(std::iter::repeat_n(markers.placeholder, rows.tokens));
-                }
-            }
+        if last_hidden && session.tokens() == held.as_slice() && session.has_last_hidden() {
+            return Ok(PartsPrefill {
+                reused: held.len(),
+                held,
+                processed: 0,
+                superseded: false,
+            });
         }
-        let processed = held.len() - reused;
-        Ok((held, processed))
+        let mut keep = session.reusable_prefix(parts, per_image);
+        if last_hidden {
+            keep = keep.min(held.len().saturating_sub(1));
+        }
+        // a cut inside a picture (or across a sliding ring) keeps less: what is held decides
+        session.truncate(model, keep)?;
+        let reused = session.len();
+        let mut pos = 0;
+        for part in parts {
+            let len = match part {
+                PromptPart::Ids(ids) => ids.len(),
+                PromptPart::Image(_) => per_image,
+            };
+            let end = pos + len;
+            if end > session.len() {
+                match part {
+                    PromptPart::Ids(ids) => {
+                        let rest = &ids[session.len() - pos..];
+                        let done = session.prefill_until(model, rest, chunk, stale)?;
+                        if done < rest.len() {
+                            return Ok(PartsPrefill {
+                                reused,
+                                processed: session.len() - reused,
+                                held,
+                                superseded: true,
+                            });
+                        }
+                    }
+                    PromptPart::Image(image) => {
+                        if stale() {
+                            return Ok(PartsPrefill {
+                                reused,
+                                processed: session.len() - reused,
+                                held,
+                                superseded: true,
+                            });
+                        }
+                        if session.len() > pos {
+                            session.truncate(model, pos)?;
+                        }
+                        let vision = vision.ok_or_else(|| {
+                            Error::InvalidArgument("pictures need a vision projector".into())
+                        })?;
+                        let rows: ImageEmbeddings = vision.encode(model, image)?;
+                        if rows.tokens != per_image {
+                            return Err(Error::InvalidArgument(format!(
+                                "the projector made {} rows of a picture, not {per_image}",
+                                rows.tokens
+                            )));
+                        }
+                        session.prefill_image(model, &rows, image.digest(), placeholder)?;
+                    }
+                }
+            }
+            pos = end;
+        }
+        Ok(PartsPrefill {
+            reused,
+            processed: held.len() - reused,
+            held,
+            superseded: false,
+        })
     }
 }

@@ -120,7 +120,7 @@ fn check(engine: engine::Engine, max_rows: f64, max_steps: f64) {
                     ));
                     worst_rows = worst_rows.max(rel);
                     session
-                        .prefill_image(model, &ours, placeholder)
+                        .prefill_image(model, &ours, image.digest(), placeholder)
                         .expect("the picture prefills");
                     last = None;
                 }
