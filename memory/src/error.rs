@@ -35,6 +35,24 @@ pub enum Error {
     InvalidExport(String),
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
+    #[error(
+        "the picture is {} MiB; Companion keeps pictures of up to {} MiB",
+        .0.div_ceil(1 << 20),
+        crate::store::MAX_IMAGE_BYTES >> 20
+    )]
+    ImageTooLarge(usize),
+    #[error("pictures must be PNG, JPEG, WebP or GIF; this one is `{0}`")]
+    ImageType(String),
+    #[error(
+        "a picture of this conversation (sha256 {}…) is missing from the data folder",
+        short_sha(.0)
+    )]
+    ImageMissing(String),
+    #[error(
+        "a picture of this conversation (sha256 {}…) is damaged in the data folder: its bytes no longer match",
+        short_sha(.0)
+    )]
+    ImageCorrupt(String),
     #[error("the summarizer failed: {0}")]
     Summarizer(String),
     #[error("cannot {action} {path}: {source}")]
@@ -62,6 +80,10 @@ impl Error {
             Error::ConversationExists(_) => "conversation_exists",
             Error::InvalidExport(_) => "invalid_export",
             Error::InvalidArgument(_) => "invalid_argument",
+            Error::ImageTooLarge(_) => "image_too_large",
+            Error::ImageType(_) => "image_type_unsupported",
+            Error::ImageMissing(_) => "image_missing",
+            Error::ImageCorrupt(_) => "image_corrupt",
             Error::Summarizer(_) => "summarizer_failed",
             Error::Io { .. } => "io",
             Error::Sqlite(_) => "database",
@@ -83,6 +105,11 @@ impl Error {
             source,
         }
     }
+}
+
+/// The start of a sha256, enough for a person to tell pictures apart.
+fn short_sha(sha: &str) -> &str {
+    sha.get(..12).unwrap_or(sha)
 }
 
 impl From<rusqlite::Error> for Error {

@@ -3,9 +3,9 @@
 //! and the [`Summarizer`] trait, KV snapshots are opaque bytes.
 //!
 //! - [`store`]: the database (pragmas, schema upgrades by `PRAGMA user_version`, recovery of a
-//!   corrupt file), conversations, messages, summaries, KV snapshot files, documents and
-//!   their chunk summaries; notes, reminders, granted folders and the tool-call audit log
-//!   for the local agent; the model library;
+//!   corrupt file), conversations, messages and their pictures, summaries, KV snapshot files,
+//!   documents and their chunk summaries; notes, reminders, granted folders and the tool-call
+//!   audit log for the local agent; the model library;
 //! - [`policy`] and [`compaction`]: the L2 tier — when to summarize what;
 //! - [`reply`]: checkpointing a reply while it streams;
 //! - [`search`]: full-text search (English and CJK); [`export`]: Markdown and JSON;
@@ -30,10 +30,11 @@ pub use reply::ReplyRecorder;
 pub use search::SearchHit;
 pub use store::{
     AssistantRecord, ChunkSummary, DocumentKey, DocumentRecord, DocumentTotals, FolderGrant,
-    GrantMode, MAX_NOTE_TEXT_BYTES, MAX_NOTE_TITLE_BYTES, MAX_REMINDER_TEXT_BYTES, ModelId,
-    ModelRecord, NewModel, NewToolCall, Note, NoteHit, NoteId, Opened, PairedFile, Pairing,
-    ProjectorRecord, Recovery, Reminder, ReminderId, Store, StoreConfig, ToolCallId,
-    ToolCallRecord, ToolOutcome, default_data_dir, default_database_path, store_files,
+    GrantMode, IMAGE_MIME_TYPES, MAX_IMAGE_BYTES, MAX_NOTE_TEXT_BYTES, MAX_NOTE_TITLE_BYTES,
+    MAX_REMINDER_TEXT_BYTES, ModelId, ModelRecord, NewModel, NewToolCall, Note, NoteHit, NoteId,
+    Opened, PairedFile, Pairing, ProjectorRecord, Recovery, Reminder, ReminderId, Store,
+    StoreConfig, ToolCallId, ToolCallRecord, ToolOutcome, default_data_dir, default_database_path,
+    store_files,
 };
 pub use summarizer::{Summarizer, SummaryRequest, SummaryText};
 pub use sync::{Notice, Peer, SyncOptions, SyncReport, SyncStatus};

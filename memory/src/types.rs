@@ -146,6 +146,21 @@ pub struct Message {
     pub updated_at: i64,
     /// Timing figures of a reply (time to first token, tokens/s, …) as the glue reports them.
     pub timings: Option<serde_json::Value>,
+    /// The pictures attached to it, in the order they were attached.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub images: Vec<ImageRef>,
+}
+
+/// A picture kept in the store's image folder, named by the sha256 of its bytes: the same
+/// picture attached twice (or in two conversations) is kept once.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ImageRef {
+    /// Lowercase hex of the sha256 of the file's bytes.
+    pub sha256: String,
+    /// `image/png`, `image/jpeg`, `image/webp` or `image/gif`.
+    #[serde(rename = "mimeType")]
+    pub mime: String,
 }
 
 /// A message to append.
@@ -156,6 +171,8 @@ pub struct NewMessage {
     pub token_count: Option<i64>,
     pub status: MessageStatus,
     pub timings: Option<serde_json::Value>,
+    /// Pictures saved first with [`crate::Store::save_image`].
+    pub images: Vec<ImageRef>,
 }
 
 impl NewMessage {
@@ -166,7 +183,14 @@ impl NewMessage {
             token_count,
             status: MessageStatus::Complete,
             timings: None,
+            images: Vec::new(),
         }
+    }
+
+    /// The same message with these pictures attached.
+    pub fn with_images(mut self, images: Vec<ImageRef>) -> Self {
+        self.images = images;
+        self
     }
 }
 

@@ -1,5 +1,6 @@
 //! Conversations: create, list (pinned first, then most recent, paged), rename, pin, delete
-//! (its messages, summaries and snapshot go with it), and ids given by a unique prefix.
+//! (its messages, summaries, snapshot and the pictures no other conversation has go with
+//! it), and ids given by a unique prefix.
 
 use rusqlite::{OptionalExtension, Row, params};
 
@@ -146,9 +147,10 @@ impl Store {
         Ok(())
     }
 
-    /// Delete a conversation with its messages, summaries, search entries and KV snapshot.
+    /// Delete a conversation with its messages, summaries, search entries, KV snapshot and
+    /// the pictures no other conversation has.
     pub fn delete_conversation(&self, id: &ConversationId) -> Result<()> {
-        let file = self.in_transaction(|tx| {
+        let (file, pictures) = self.in_transaction(|tx| {
             let file: Option<String> = tx
                 .query_row(
                     "SELECT file FROM kv_snapshots WHERE conversation_id = ?1",
@@ -164,11 +166,13 @@ impl Store {
             if n == 0 {
                 return Err(Error::ConversationNotFound(id.to_string()));
             }
-            Ok(file)
+            // its messages' links went with them (ON DELETE CASCADE)
+            Ok((file, super::images::take_unlinked(tx)?))
         })?;
         if let Some(file) = file {
             self.remove_snapshot_file(&file);
         }
+        self.remove_image_files(&pictures);
         Ok(())
     }
 }

@@ -1,10 +1,10 @@
-//! The file operations the KV snapshot files need, behind a small trait: the store uses the
-//! operating system's ([`OsFiles`]); a power-loss test puts a file system under it that loses
-//! whatever was not synced when it "crashes" (memory/tests/memory/power_loss/). The durable write
-//! is the classic one (as SQLite's own journal handling and `rename(2)`-based editors do it):
-//! write a temporary file, sync it, rename it over the target, sync the folder — so after a
-//! crash the name holds either the old bytes or the new ones, whole, and once the call returns
-//! the new ones survive power loss.
+//! The file operations the KV snapshot files (and the picture files, `images.rs`) need, behind
+//! a small trait: the store uses the operating system's ([`OsFiles`]); a power-loss test puts a
+//! file system under it that loses whatever was not synced when it "crashes"
+//! (memory/tests/memory/power_loss/). The durable write is the classic one (as SQLite's own
+//! journal handling and `rename(2)`-based editors do it): write a temporary file, sync it,
+//! rename it over the target, sync the folder — so after a crash the name holds either the old
+//! bytes or the new ones, whole, and once the call returns the new ones survive power loss.
 
 use std::io;
 use std::path::Path;
@@ -18,6 +18,11 @@ pub trait SnapshotFiles: Send + Sync + std::fmt::Debug {
     /// Make the folder's entries (files created, renamed, removed in it) durable.
     fn sync_dir(&self, dir: &Path) -> io::Result<()>;
     fn read(&self, path: &Path) -> io::Result<Vec<u8>>;
+    /// The file's size in bytes (by default by reading it: a file system that can say it
+    /// without reading overrides this).
+    fn size(&self, path: &Path) -> io::Result<u64> {
+        self.read(path).map(|bytes| bytes.len() as u64)
+    }
     fn remove(&self, path: &Path) -> io::Result<()>;
     /// The names of the folder's entries; a missing folder has none.
     fn list(&self, dir: &Path) -> io::Result<Vec<String>>;
@@ -55,6 +60,10 @@ impl SnapshotFiles for OsFiles {
 
     fn read(&self, path: &Path) -> io::Result<Vec<u8>> {
         std::fs::read(path)
+    }
+
+    fn size(&self, path: &Path) -> io::Result<u64> {
+        std::fs::metadata(path).map(|m| m.len())
     }
 
     fn remove(&self, path: &Path) -> io::Result<()> {

@@ -1,11 +1,12 @@
 //! Messages: appended whole when complete; a reply being generated is inserted as `streaming`,
 //! checkpointed as it grows (each checkpoint one small committed UPDATE, see
 //! [`crate::ReplyRecorder`] for the pacing) and finished in one transaction with its final
-//! status. Messages enter the search index when they are finished.
+//! status. Messages enter the search index when they are finished. A message's pictures
+//! (`images.rs`) are linked in the transaction that inserts it and read back with it.
 
 use rusqlite::{OptionalExtension, Row, params};
 
-use super::Store;
+use super::{ImageFolder, Store, images};
 use crate::error::{Error, Result};
 use crate::types::{ConversationId, Message, MessageId, MessageStatus, NewMessage, Role, now_ms};
 
@@ -34,6 +35,7 @@ fn message_from_row(row: &Row<'_>) -> rusqlite::Result<Message> {
         created_at: row.get(7)?,
         updated_at: row.get(8)?,
         timings: timings.and_then(|t| serde_json::from_str(&t).ok()),
+        images: Vec::new(),
     })
 }
 
@@ -41,7 +43,7 @@ impl Store {
     /// Append a message at the end of the conversation; it is committed when this returns.
     pub fn append_message(&self, conversation: &ConversationId, m: &NewMessage) -> Result<Message> {
         let id = self.in_transaction(|tx| {
-            let id = insert_message(tx, conversation, m, None)?;
+            let id = insert_message(tx, &self.images, conversation, m, None)?;
             if m.status != MessageStatus::Streaming {
                 crate::search::index_message(tx, conversation, id, &m.text)?;
             }
@@ -51,24 +53,32 @@ impl Store {
     }
 
     pub fn message(&self, id: MessageId) -> Result<Message> {
-        self.conn
+        let mut message = self
+            .conn
             .query_row(
                 &format!("SELECT {COLUMNS} FROM messages WHERE id = ?1"),
                 [id.0],
                 message_from_row,
             )
             .optional()?
-            .ok_or(Error::MessageNotFound(id.0))
+            .ok_or(Error::MessageNotFound(id.0))?;
+        message.images = images::of_message(&self.conn, id)?;
+        Ok(message)
     }
 
-    /// Every message of the conversation in order.
+    /// Every message of the conversation in order, with its pictures.
     pub fn messages(&self, conversation: &ConversationId) -> Result<Vec<Message>> {
         self.conversation(conversation)?;
         let mut stmt = self.conn.prepare(&format!(
             "SELECT {COLUMNS} FROM messages WHERE conversation_id = ?1 ORDER BY seq"
         ))?;
         let rows = stmt.query_map([conversation.as_str()], message_from_row)?;
-        Ok(rows.collect::<rusqlite::Result<_>>()?)
+        let mut messages: Vec<Message> = rows.collect::<rusqlite::Result<_>>()?;
+        let mut pictures = images::of_conversation(&self.conn, conversation)?;
+        for m in &mut messages {
+            m.images = pictures.remove(&m.id.0).unwrap_or_default();
+        }
+        Ok(messages)
     }
 
     /// Start a reply: an empty assistant message in the `streaming` state, owned by this
@@ -77,6 +87,7 @@ impl Store {
         self.in_transaction(|tx| {
             let id = insert_message(
                 tx,
+                &self.images,
                 conversation,
                 &NewMessage {
                     role: Role::Assistant,
@@ -84,6 +95,7 @@ impl Store {
                     token_count: None,
                     status: MessageStatus::Streaming,
                     timings: None,
+                    images: Vec::new(),
                 },
                 None,
             )?;
@@ -169,9 +181,10 @@ impl Store {
     }
 
     /// Delete the messages from position `seq` on (editing a message or regenerating a reply),
-    /// with the summaries that covered any of them and the conversation's KV snapshot.
+    /// with the summaries that covered any of them, the conversation's KV snapshot and the
+    /// pictures no other message has.
     pub fn truncate_messages(&self, conversation: &ConversationId, seq: i64) -> Result<()> {
-        let file = self.in_transaction(|tx| {
+        let (file, pictures) = self.in_transaction(|tx| {
             tx.execute(
                 "DELETE FROM search_index WHERE kind = 'message' AND message_id IN
                     (SELECT id FROM messages WHERE conversation_id = ?1 AND seq >= ?2)",
@@ -193,18 +206,25 @@ impl Store {
                     params![conversation.as_str(), now_ms()],
                 )?;
             }
-            super::snapshots::take_snapshot_row(tx, conversation)
+            let pictures = images::take_unlinked(tx)?;
+            Ok((
+                super::snapshots::take_snapshot_row(tx, conversation)?,
+                pictures,
+            ))
         })?;
         if let Some(file) = file {
             self.remove_snapshot_file(&file);
         }
+        self.remove_image_files(&pictures);
         Ok(())
     }
 }
 
-/// Insert `m` at position `seq` (default: after the last message); touches the conversation.
+/// Insert `m` at position `seq` (default: after the last message) with its pictures, whose
+/// files must be in `folder`; touches the conversation.
 pub(crate) fn insert_message(
     tx: &rusqlite::Transaction<'_>,
+    folder: &ImageFolder,
     conversation: &ConversationId,
     m: &NewMessage,
     at: Option<(i64, i64, i64)>,
@@ -251,5 +271,7 @@ pub(crate) fn insert_message(
             m.timings.as_ref().map(|t| t.to_string())
         ],
     )?;
-    Ok(MessageId(tx.last_insert_rowid()))
+    let id = MessageId(tx.last_insert_rowid());
+    images::attach(tx, folder, id, &m.images)?;
+    Ok(id)
 }

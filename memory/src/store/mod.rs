@@ -1,7 +1,8 @@
 //! The SQLite store: one database file (WAL, foreign keys, a busy timeout, full sync so a
 //! committed message survives power loss), its schema upgrades, and the recovery of a corrupt
 //! file, which is moved aside with a timestamp — never deleted — before a fresh database is
-//! started. KV snapshots are files in a folder beside the database (see `snapshots.rs`); each
+//! started. KV snapshots are files in a folder beside the database (see `snapshots.rs`), and so
+//! are the pictures attached to messages (see `images.rs`); each
 //! open store holds a writer lock in another (see `writers.rs`), which is how a reply left
 //! `streaming` is known to be abandoned. Every write transaction begins IMMEDIATE (takes the
 //! write lock first), so a busy database makes it wait out the busy timeout at its start
@@ -11,6 +12,7 @@ mod conversations;
 mod documents;
 pub mod files;
 mod grants;
+pub(crate) mod images;
 mod messages;
 mod models;
 mod notes;
@@ -97,6 +99,8 @@ pub struct Store {
     snapshot_dir: PathBuf,
     snapshot_budget_bytes: u64,
     files: Arc<dyn SnapshotFiles>,
+    /// The picture files, beside the database.
+    pub(crate) images: images::ImageFolder,
     writers_dir: PathBuf,
     /// Held for the store's lifetime: tells other stores this one is alive.
     writer: writers::WriterLock,
@@ -172,6 +176,7 @@ impl Store {
             snapshot_dir,
             snapshot_budget_bytes: config.snapshot_budget_bytes,
             files: config.files.clone(),
+            images: images::ImageFolder::new(sibling_dir(path, "images"), config.files.clone()),
             writers_dir,
             writer,
         };
@@ -322,8 +327,8 @@ pub fn default_data_dir() -> PathBuf {
 
 /// `NAME.what` beside the database `NAME`.
 /// Every file and folder a store at `db` keeps beside itself: the database, SQLite's WAL,
-/// shared-memory and journal files, the KV snapshot folder and the writer locks. The one
-/// place that names them, so that whoever must keep them private (the agent's sandbox)
+/// shared-memory and journal files, the KV snapshot and picture folders and the writer
+/// locks. The one place that names them, so that whoever must keep them private (the agent's sandbox)
 /// cannot fall behind when a new one is added.
 pub fn store_files(db: &Path) -> Vec<PathBuf> {
     let name = db
@@ -335,6 +340,7 @@ pub fn store_files(db: &Path) -> Vec<PathBuf> {
         .map(|suffix| db.with_file_name(format!("{name}{suffix}")))
         .collect();
     files.push(sibling_dir(db, "snapshots"));
+    files.push(sibling_dir(db, "images"));
     files.push(sibling_dir(db, "writers"));
     files
 }
@@ -388,6 +394,8 @@ fn move_aside(path: &Path) -> Result<PathBuf> {
 pub(crate) use conversations::insert_conversation;
 pub use documents::{ChunkSummary, DocumentKey, DocumentRecord, DocumentTotals};
 pub use grants::{FolderGrant, GrantMode};
+pub(crate) use images::ImageFolder;
+pub use images::{IMAGE_MIME_TYPES, MAX_IMAGE_BYTES};
 pub(crate) use messages::insert_message;
 pub use models::{ModelId, ModelRecord, NewModel};
 pub(crate) use notes::body as note_index_body;

@@ -9,7 +9,7 @@ use rusqlite::Connection;
 use crate::error::{Error, Result};
 
 /// The schema version this code writes.
-pub const SCHEMA_VERSION: i64 = 10;
+pub const SCHEMA_VERSION: i64 = 11;
 
 /// Version 1: conversations, messages, L2 summaries and KV snapshot records.
 const V1: &str = "
@@ -434,6 +434,28 @@ CREATE TABLE model_projectors (
 );
 ";
 
+/// Version 11: pictures attached to messages. The bytes are files in a folder beside the
+/// database, named by their sha256 (`images.rs`); a row here per picture kept, and a link per
+/// attachment, in the order the pictures were attached. A picture no message links to any
+/// more is deleted with its file. The index serves that question and the foreign key's check
+/// when an `images` row is deleted.
+const V11: &str = "
+CREATE TABLE images (
+    sha256      TEXT PRIMARY KEY,
+    mime        TEXT NOT NULL,
+    byte_count  INTEGER NOT NULL,
+    created_at  INTEGER NOT NULL
+);
+
+CREATE TABLE message_images (
+    message_id  INTEGER NOT NULL REFERENCES messages (id) ON DELETE CASCADE,
+    position    INTEGER NOT NULL,
+    sha256      TEXT NOT NULL REFERENCES images (sha256),
+    PRIMARY KEY (message_id, position)
+);
+CREATE INDEX message_images_by_image ON message_images (sha256);
+";
+
 /// One upgrade step: SQL, then Rust for what SQL cannot do (filling a new index).
 struct Step {
     sql: &'static str,
@@ -479,6 +501,10 @@ const STEPS: [Step; SCHEMA_VERSION as usize] = [
     },
     Step {
         sql: V10,
+        after: None,
+    },
+    Step {
+        sql: V11,
         after: None,
     },
 ];

@@ -1,14 +1,18 @@
 //! Reading rows out as records: the rows this device changed since its last segment (found
 //! by their stamps in `sync_clocks`), or every row, for a snapshot. A reply still streaming
-//! is left for the round after it finishes, when its stamps are newer again.
+//! is left for the round after it finishes, when its stamps are newer again. A message's
+//! pictures are read from their files into its record; one whose file is missing or damaged
+//! is left out (with a warning) rather than holding back everything else.
 
 use std::collections::HashMap;
 
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::clock::Stamp;
-use super::record::{Body, Field, Kind, Record, ReminderState};
+use super::record::{Body, Field, Kind, Picture, Record, ReminderState};
 use crate::error::Result;
+use crate::store::ImageFolder;
+use crate::store::images::to_base64;
 
 /// Every stamp of one row, by field.
 pub(crate) fn stamps(conn: &Connection, kind: Kind, uid: &str) -> Result<HashMap<String, Stamp>> {
@@ -104,10 +108,10 @@ pub(crate) fn everything(conn: &Connection) -> Result<Vec<(Kind, String)>> {
 }
 
 /// Every row's and tombstone's records, in the order they are written: a snapshot's contents.
-pub(crate) fn whole_state(conn: &Connection) -> Result<Vec<Record>> {
+pub(crate) fn whole_state(conn: &Connection, images: &ImageFolder) -> Result<Vec<Record>> {
     let mut records = Vec::new();
     for (kind, uid) in everything(conn)? {
-        records.extend(records_for(conn, kind, &uid)?);
+        records.extend(records_for(conn, images, kind, &uid)?);
     }
     sort_for_writing(&mut records);
     Ok(records)
@@ -115,10 +119,21 @@ pub(crate) fn whole_state(conn: &Connection) -> Result<Vec<Record>> {
 
 /// The records that carry row (kind, uid): its state when it exists, its tombstone when it
 /// has one (a row deleted and then changed again elsewhere has both).
-pub(crate) fn records_for(conn: &Connection, kind: Kind, uid: &str) -> Result<Vec<Record>> {
+pub(crate) fn records_for(
+    conn: &Connection,
+    images: &ImageFolder,
+    kind: Kind,
+    uid: &str,
+) -> Result<Vec<Record>> {
     let stamps = stamps(conn, kind, uid)?;
     let mut out = Vec::new();
-    if let Some(record) = row_record(conn, kind, uid, &stamps)? {
+    if let Some(mut record) = row_record(conn, kind, uid, &stamps)? {
+        if let Record::Message {
+            images: pictures, ..
+        } = &mut record
+        {
+            *pictures = message_pictures(conn, images, uid)?;
+        }
         out.push(record);
     }
     if let Some(at) = stamps.get("~") {
@@ -192,6 +207,7 @@ fn row_record(
                             },
                             at: s("body"),
                         },
+                        images: Vec::new(),
                     })
                 },
             )
@@ -296,6 +312,32 @@ fn row_record(
             )
             .optional()?,
     })
+}
+
+/// The pictures of message `uid`, in order, with their bytes.
+fn message_pictures(conn: &Connection, images: &ImageFolder, uid: &str) -> Result<Vec<Picture>> {
+    let refs: Vec<(String, String)> = {
+        let mut stmt = conn.prepare_cached(
+            "SELECT l.sha256, i.mime FROM message_images l
+             JOIN images i ON i.sha256 = l.sha256
+             JOIN messages m ON m.id = l.message_id
+             WHERE m.uid = ?1 ORDER BY l.position",
+        )?;
+        let rows = stmt.query_map([uid], |r| Ok((r.get(0)?, r.get(1)?)))?;
+        rows.collect::<rusqlite::Result<_>>()?
+    };
+    let mut out = Vec::new();
+    for (sha256, mime) in refs {
+        match images.read(&sha256) {
+            Ok(bytes) => out.push(Picture {
+                data: to_base64(&bytes),
+                sha256,
+                mime,
+            }),
+            Err(e) => tracing::warn!(message = uid, error = %e, "a picture is not synced"),
+        }
+    }
+    Ok(out)
 }
 
 /// The order records are written in: parents before children, messages in their order, so

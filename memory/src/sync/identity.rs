@@ -88,7 +88,7 @@ impl Store {
                 [],
             )?;
             let device = state(tx)?.device;
-            let records = export::whole_state(tx)?;
+            let records = export::whole_state(tx, &self.images)?;
             let files = queue_segments(tx, &device, 1, &records, opts)?;
             tx.execute(
                 "UPDATE sync_state SET next_segment = ?1",

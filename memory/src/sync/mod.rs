@@ -13,8 +13,9 @@
 //! forget one, and each record the row's whole state ([`record`]), merged field by field by
 //! stamp ([`apply`]), so the outcome is the same in every order of delivery.
 //!
-//! What syncs: conversations (title, pin, settings, deletion), messages (appended; a reply
-//! stopped or edited as a newer body; deleted by an edit or a regeneration), summaries,
+//! What syncs: conversations (title, pin, settings, deletion), messages (appended, with their
+//! pictures inside their records; a reply stopped or edited as a newer body; deleted by an
+//! edit or a regeneration, which takes the pictures no other message has), summaries,
 //! notes, reminders and the tool-call log. What stays on the device: KV snapshots (device-
 //! and model-specific: a conversation that came from another device is prefilled from its
 //! summaries and recent turns, as after a model switch), the model library, folder grants
@@ -45,7 +46,7 @@ use rusqlite::{OptionalExtension, Transaction, TransactionBehavior, params};
 use serde::Serialize;
 
 use crate::error::{Error, Result};
-use crate::store::Store;
+use crate::store::{ImageFolder, Store};
 use crate::types::now_ms;
 use apply::{Effects, Outcome};
 use folder::{FileKind, FolderIo, OsFolder, Progress, Unreadable};
@@ -408,15 +409,16 @@ impl Store {
         tx.execute("UPDATE sync_state SET applying = 1", [])?;
         let mut fx = Effects::default();
         for r in records {
-            if let Outcome::Waiting(parent) = apply::apply(&tx, r, &mut fx)? {
+            if let Outcome::Waiting(parent) = apply::apply(&tx, &self.images, r, &mut fx)? {
                 tx.execute(
                     "INSERT OR IGNORE INTO sync_pending (parent, record) VALUES (?1, ?2)",
                     params![parent, serde_json::to_string(r).unwrap_or_default()],
                 )?;
             }
         }
-        retry_pending(&tx, &mut fx)?;
+        retry_pending(&tx, &self.images, &mut fx)?;
         apply::finish(&tx, &mut fx)?;
+        let pictures = crate::store::images::take_unlinked(&tx)?;
         let newest = records
             .iter()
             .flat_map(|r| r.stamps())
@@ -455,6 +457,7 @@ impl Store {
         for file in &fx.files_to_remove {
             self.remove_snapshot_file(file);
         }
+        self.remove_image_files(&pictures);
         Ok(fx.applied)
     }
 
@@ -561,7 +564,7 @@ impl Store {
         if everywhere < snapshot + opts.compact_after || everywhere == 0 {
             return Ok(None);
         }
-        let records = export::whole_state(&self.conn)?;
+        let records = export::whole_state(&self.conn, &self.images)?;
         let name = folder::file_name(FileKind::Snapshot(everywhere));
         let path = mine.join(&name);
         let bytes = folder::encode(device, FileKind::Snapshot(everywhere), &records);
@@ -644,7 +647,7 @@ impl Store {
 }
 
 /// Apply what waited for a parent, as long as that makes progress.
-fn retry_pending(tx: &Transaction<'_>, fx: &mut Effects) -> Result<()> {
+fn retry_pending(tx: &Transaction<'_>, images: &ImageFolder, fx: &mut Effects) -> Result<()> {
     loop {
         let waiting: Vec<(String, String)> = {
             let mut stmt = tx.prepare("SELECT parent, record FROM sync_pending")?;
@@ -654,7 +657,9 @@ fn retry_pending(tx: &Transaction<'_>, fx: &mut Effects) -> Result<()> {
         let mut progress = false;
         for (parent, text) in waiting {
             let done = match serde_json::from_str::<Record>(&text) {
-                Ok(record) => !matches!(apply::apply(tx, &record, fx)?, Outcome::Waiting(_)),
+                Ok(record) => {
+                    !matches!(apply::apply(tx, images, &record, fx)?, Outcome::Waiting(_))
+                }
                 Err(_) => true,
             };
             if done {

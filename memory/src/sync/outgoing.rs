@@ -7,21 +7,42 @@ use std::path::Path;
 use rusqlite::{Transaction, params};
 
 use super::folder::{self, FileKind};
+use super::record::Record;
 use super::{SyncOptions, SyncReport, export, state};
 use crate::error::{Error, Result};
 use crate::store::Store;
 
+/// About this many bytes of pictures per segment at most (one message's may pass it), so that
+/// a round with many pictures writes several files of a size a phone reads comfortably,
+/// rather than one that could pass [`SyncOptions::max_file_bytes`].
+const PICTURE_BYTES_PER_SEGMENT: usize = 64 << 20;
+
 /// Queue `records` as segments `first`, `first + 1`, … of `device` (at most
-/// `records_per_segment` records each); returns their names.
+/// `records_per_segment` records and about [`PICTURE_BYTES_PER_SEGMENT`] of pictures each);
+/// returns their names.
 pub(super) fn queue_segments(
     tx: &Transaction<'_>,
     device: &str,
     first: u64,
-    records: &[super::record::Record],
+    records: &[Record],
     opts: &SyncOptions,
 ) -> Result<Vec<String>> {
+    let mut chunks: Vec<&[Record]> = Vec::new();
+    let (mut start, mut pictures) = (0, 0);
+    for (i, r) in records.iter().enumerate() {
+        let full = i - start >= opts.records_per_segment.max(1)
+            || (i > start && pictures + r.picture_bytes() > PICTURE_BYTES_PER_SEGMENT);
+        if full {
+            chunks.push(&records[start..i]);
+            (start, pictures) = (i, 0);
+        }
+        pictures += r.picture_bytes();
+    }
+    if start < records.len() {
+        chunks.push(&records[start..]);
+    }
     let mut names = Vec::new();
-    for (i, chunk) in records.chunks(opts.records_per_segment.max(1)).enumerate() {
+    for (i, chunk) in chunks.into_iter().enumerate() {
         let kind = FileKind::Segment(first + i as u64);
         let name = folder::file_name(kind);
         tx.execute(
@@ -51,7 +72,7 @@ impl Store {
             }
             let mut records = Vec::new();
             for (kind, uid) in rows {
-                records.extend(export::records_for(tx, kind, &uid)?);
+                records.extend(export::records_for(tx, &self.images, kind, &uid)?);
             }
             export::sort_for_writing(&mut records);
             // never reuse a number already in the folder: other devices would take it as

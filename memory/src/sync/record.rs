@@ -25,6 +25,19 @@ pub struct Body {
     pub timings: Option<serde_json::Value>,
 }
 
+/// A picture of a message, carried whole in the message's record, so that a device that gets
+/// the message gets its pictures with it (checked against `sha256` before anything is
+/// written). Messages never change their pictures, so they travel again only with a changed
+/// body or in a snapshot.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Picture {
+    pub sha256: String,
+    pub mime: String,
+    /// The file's bytes, standard base64.
+    #[serde(default)]
+    pub data: String,
+}
+
 /// A reminder's changeable part.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ReminderState {
@@ -95,6 +108,9 @@ pub enum Record {
         /// Also the message's place: messages are ordered by it.
         created: Stamp,
         body: Field<Body>,
+        /// Its pictures, in order (absent from files of Companions before pictures).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        images: Vec<Picture>,
     },
     Summary {
         uid: String,
@@ -173,6 +189,14 @@ impl Record {
             | Record::Reminder { uid, .. }
             | Record::ToolCall { uid, .. }
             | Record::Deleted { uid, .. } => uid,
+        }
+    }
+
+    /// The bytes of picture data it carries, which decide how many records share a file.
+    pub fn picture_bytes(&self) -> usize {
+        match self {
+            Record::Message { images, .. } => images.iter().map(|p| p.data.len()).sum(),
+            _ => 0,
         }
     }
 

@@ -5,6 +5,7 @@
 mod agent_tables;
 mod compaction;
 mod documents;
+mod images;
 mod power_loss;
 mod search_export;
 mod store;

@@ -8,7 +8,8 @@
 //!   and loses to those stamped after (then the row stays, or comes back, with them); a row is
 //!   deleted when no field is newer than its tombstone;
 //! - messages, summaries, tool calls: created once, identified by uid, so never duplicated; a
-//!   message's body (a reply stopped or edited) is a register; their deletion is final — a
+//!   message's pictures come with its creation (their files written, checked, before its row
+//!   names them); its body (a reply stopped or edited) is a register; their deletion is final — a
 //!   later edit of a deleted message is kept out, not resurrected. A conversation's deletion
 //!   takes the messages made before it with it; a summary goes when its first or last
 //!   message goes;
@@ -26,9 +27,11 @@ use rusqlite::{OptionalExtension, Transaction, params};
 use super::clock::{MAX_HLC, Stamp, millis};
 use super::export::stamps;
 use super::folder::is_device_id;
-use super::record::{Body, Kind, Record};
+use super::record::{Body, Kind, Picture, Record};
 use crate::error::{Error, Result};
-use crate::types::{ConversationId, MessageId};
+use crate::store::ImageFolder;
+use crate::store::images::{self, from_base64};
+use crate::types::{ConversationId, ImageRef, MessageId};
 
 mod order;
 pub(crate) use order::finish;
@@ -79,8 +82,12 @@ pub(crate) fn validate(record: &Record) -> Result<()> {
             role,
             body,
             conversation,
+            images,
             ..
         } => {
+            for p in images {
+                picture_bytes(p)?;
+            }
             if !["system", "user", "assistant"].contains(&role.as_str()) {
                 return Err(invalid(format!("a message has an unknown role `{role}`")));
             }
@@ -109,6 +116,17 @@ pub(crate) fn validate(record: &Record) -> Result<()> {
         _ => {}
     }
     Ok(())
+}
+
+/// A record's picture, decoded and checked against its sha256.
+fn picture_bytes(p: &Picture) -> Result<Vec<u8>> {
+    if p.data.is_empty() {
+        return Err(invalid(format!(
+            "a message's picture {}… came without its data",
+            p.sha256.get(..12).unwrap_or(&p.sha256)
+        )));
+    }
+    from_base64(&p.sha256, &p.mime, &p.data).map_err(|why| invalid(format!("a message's {why}")))
 }
 
 fn set_stamp(tx: &Transaction<'_>, kind: Kind, uid: &str, field: &str, s: &Stamp) -> Result<()> {
@@ -225,7 +243,12 @@ fn parent_conversation(
     Ok(None)
 }
 
-pub(crate) fn apply(tx: &Transaction<'_>, record: &Record, fx: &mut Effects) -> Result<Outcome> {
+pub(crate) fn apply(
+    tx: &Transaction<'_>,
+    folder: &ImageFolder,
+    record: &Record,
+    fx: &mut Effects,
+) -> Result<Outcome> {
     let kind = record.kind();
     let uid = record.uid();
     let known = stamps(tx, kind, uid)?;
@@ -317,6 +340,7 @@ pub(crate) fn apply(tx: &Transaction<'_>, record: &Record, fx: &mut Effects) -> 
             created_at,
             created,
             body,
+            images: pictures,
             ..
         } => {
             if tombstone.is_some() {
@@ -334,12 +358,16 @@ pub(crate) fn apply(tx: &Transaction<'_>, record: &Record, fx: &mut Effects) -> 
                 .optional()?;
             match row {
                 Some((id, in_conversation)) => {
+                    let pictured = attach_pictures(tx, folder, id, pictures)?;
                     if known.get("body").is_some_and(|b| &body.at <= b) {
-                        return Ok(Outcome::Ignored);
+                        if !pictured {
+                            return Ok(Outcome::Ignored);
+                        }
+                    } else {
+                        set_body(tx, id, &in_conversation, &body.value)?;
+                        set_stamp(tx, kind, uid, "body", &body.at)?;
+                        fx.stale_snapshots.insert(in_conversation);
                     }
-                    set_body(tx, id, &in_conversation, &body.value)?;
-                    set_stamp(tx, kind, uid, "body", &body.at)?;
-                    fx.stale_snapshots.insert(in_conversation);
                 }
                 None => {
                     let seq: i64 = tx.query_row(
@@ -364,6 +392,7 @@ pub(crate) fn apply(tx: &Transaction<'_>, record: &Record, fx: &mut Effects) -> 
                         ],
                     )?;
                     let id = tx.last_insert_rowid();
+                    attach_pictures(tx, folder, id, pictures)?;
                     crate::search::index_message(
                         tx,
                         &ConversationId(conversation.clone()),
@@ -597,6 +626,42 @@ pub(crate) fn apply(tx: &Transaction<'_>, record: &Record, fx: &mut Effects) -> 
         fx.applied += 1;
     }
     Ok(outcome)
+}
+
+/// Give message `id` the record's pictures, files first, unless it has pictures here already;
+/// `true` when it got them. A message's pictures never change, so this only fills in what a
+/// copy of it that came without them left out (from a Companion that did not carry pictures,
+/// or one whose file of a picture was gone), and the order records arrive in does not matter.
+fn attach_pictures(
+    tx: &Transaction<'_>,
+    folder: &ImageFolder,
+    id: i64,
+    pictures: &[Picture],
+) -> Result<bool> {
+    if pictures.is_empty()
+        || tx
+            .query_row(
+                "SELECT 1 FROM message_images WHERE message_id = ?1 LIMIT 1",
+                [id],
+                |_| Ok(()),
+            )
+            .optional()?
+            .is_some()
+    {
+        return Ok(false);
+    }
+    for p in pictures {
+        folder.write(&p.sha256, &picture_bytes(p)?)?;
+    }
+    let refs: Vec<ImageRef> = pictures
+        .iter()
+        .map(|p| ImageRef {
+            sha256: p.sha256.clone(),
+            mime: p.mime.clone(),
+        })
+        .collect();
+    images::attach(tx, folder, MessageId(id), &refs)?;
+    Ok(true)
 }
 
 fn set_body(tx: &Transaction<'_>, id: i64, conversation: &str, body: &Body) -> Result<()> {

@@ -3,6 +3,7 @@
 //! twice (as conflict copies), half-written first, or not until the end.
 
 mod convergence;
+mod pictures;
 mod races;
 mod scenarios;
 
