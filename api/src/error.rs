@@ -98,7 +98,9 @@ impl From<chat::Error> for ApiError {
     fn from(e: chat::Error) -> Self {
         let code = e.code().to_string();
         let mut out = match code.as_str() {
-            "invalid_request" | "invalid_argument" => ApiError::bad_request(e.to_string()),
+            "invalid_request" | "invalid_argument" | "bad_picture" | "no_projector" => {
+                ApiError::bad_request(e.to_string())
+            }
             "prompt_too_long" => {
                 let mut b = ApiError::bad_request(e.to_string());
                 b.code = Some("context_length_exceeded".into());

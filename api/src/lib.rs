@@ -19,6 +19,7 @@
 pub mod anthropic;
 mod error;
 mod guard;
+mod picture;
 pub mod reply;
 pub mod request;
 mod run;

@@ -325,31 +325,62 @@ fn common(
 
 /// A message's `content`: a string, or a list of text parts.
 fn content(value: Option<&Value>, at: &str) -> Result<String, ApiError> {
+    let (text, pictures) = content_with_pictures(value, at)?;
+    if !pictures.is_empty() {
+        return Err(ApiError::unsupported(
+            at,
+            "only a user's message can hold pictures",
+        ));
+    }
+    Ok(text)
+}
+
+/// A message's `content`: a string, or a list of text and `image_url` parts. The text parts
+/// are joined; the pictures open the message, in their order (as Gemma's template places a
+/// turn's pictures before its text).
+fn content_with_pictures(
+    value: Option<&Value>,
+    at: &str,
+) -> Result<(String, Vec<chat::Picture>), ApiError> {
     match value {
-        None | Some(Value::Null) => Ok(String::new()),
-        Some(Value::String(s)) => Ok(s.clone()),
+        None | Some(Value::Null) => Ok((String::new(), Vec::new())),
+        Some(Value::String(s)) => Ok((s.clone(), Vec::new())),
         Some(Value::Array(parts)) => {
             let mut text = String::new();
-            for part in parts {
+            let mut pictures = Vec::new();
+            for (i, part) in parts.iter().enumerate() {
                 match (
                     part.get("type").and_then(Value::as_str),
                     part.get("text").and_then(Value::as_str),
                 ) {
                     (Some("text"), Some(t)) => text.push_str(t),
+                    (Some("image_url"), _) => {
+                        let at = format!("{at}[{i}].image_url");
+                        let url = match part.get("image_url") {
+                            Some(Value::String(url)) => url.as_str(),
+                            Some(v) => v.get("url").and_then(Value::as_str).ok_or_else(|| {
+                                ApiError::bad_request(format!("`{at}` has no `url`"))
+                            })?,
+                            None => {
+                                return Err(ApiError::bad_request(format!("`{at}` is missing")));
+                            }
+                        };
+                        pictures.push(crate::picture::from_url(url, &at)?);
+                    }
                     (kind, _) => {
                         return Err(ApiError::unsupported(
                             at,
                             format!(
-                                "content parts of type `{}` are not supported: Companion's models read text only",
+                                "content parts of type `{}` are not supported: Companion reads text and pictures (`image_url`)",
                                 kind.unwrap_or("?")
                             ),
                         ));
                     }
                 }
             }
-            Ok(text)
+            Ok((text, pictures))
         }
-        Some(_) => Err(wrong_type(at, "a string or a list of text parts")),
+        Some(_) => Err(wrong_type(at, "a string or a list of content parts")),
     }
 }
 
@@ -410,10 +441,15 @@ fn messages(value: Option<&Value>) -> Result<Vec<RequestMessage>, ApiError> {
     let mut call_names: Vec<(String, String)> = Vec::new();
     let mut out = Vec::new();
     for (at, role, m) in with_roles(value)? {
+        if role == "user" {
+            let (text, pictures) =
+                content_with_pictures(m.get("content"), &format!("{at}.content"))?;
+            out.push(RequestMessage::User(text, pictures));
+            continue;
+        }
         let text = content(m.get("content"), &format!("{at}.content"))?;
         out.push(match role {
             "system" | "developer" => RequestMessage::System(text),
-            "user" => RequestMessage::User(text),
             "assistant" => {
                 let calls = match m.get("tool_calls") {
                     None | Some(Value::Null) => Vec::new(),
@@ -647,7 +683,7 @@ mod tests {
             c.request.params.sampling.top_k,
             SamplingParams::default().top_k
         );
-        assert_eq!(c.request.messages, vec![RequestMessage::User("hi".into())]);
+        assert_eq!(c.request.messages, vec![RequestMessage::user("hi")]);
         assert_eq!(c.request.tool_choice, ToolChoice::Auto);
     }
 
@@ -675,11 +711,11 @@ mod tests {
         }
         let e = chat(
             json!({"model": "m", "messages": [{"role": "user", "content": [
-                {"type": "image_url", "image_url": {"url": "x"}}
+                {"type": "input_audio", "input_audio": {"data": "", "format": "wav"}}
             ]}]}),
         )
         .unwrap_err();
-        assert!(e.message.contains("image_url"), "{e}");
+        assert!(e.message.contains("input_audio"), "{e}");
         assert_eq!(
             chat(json!({"messages": []})).unwrap_err().param.as_deref(),
             Some("model")
@@ -755,5 +791,50 @@ mod tests {
                 400
             );
         }
+    }
+
+    const PNG: &[u8] = include_bytes!("../../tests/fixtures/gemma3-vision/small.png");
+
+    fn with_picture(url: &str) -> Value {
+        json!({"model": "m", "messages": [{"role": "user", "content": [
+            {"type": "text", "text": "What is in it?"},
+            {"type": "image_url", "image_url": {"url": url, "detail": "auto"}}
+        ]}]})
+    }
+
+    #[test]
+    fn a_picture_comes_as_a_data_url_and_nothing_is_fetched() {
+        use base64::Engine as _;
+        let data = base64::engine::general_purpose::STANDARD.encode(PNG);
+        let c = chat(with_picture(&format!("data:image/png;base64,{data}"))).unwrap();
+        let [RequestMessage::User(text, pictures)] = c.request.messages.as_slice() else {
+            panic!("one user message: {:?}", c.request.messages);
+        };
+        assert_eq!(text, "What is in it?");
+        assert_eq!(pictures.len(), 1);
+        assert_eq!(pictures[0].bytes(), PNG);
+        assert_eq!(pictures[0].media_type(), "image/png");
+
+        for (url, says) in [
+            ("https://example.com/cat.png", "offline"),
+            ("file:///etc/passwd", "offline"),
+            ("data:image/png,rawbytes", "base64"),
+            ("data:image/png;base64,@@@@", "not base64"),
+            (&format!("data:image/jpeg;base64,{data}"), "is image/png"),
+            ("data:image/png;base64,aGVsbG8=", "not a picture"),
+        ] {
+            let e = chat(with_picture(url)).unwrap_err();
+            assert_eq!(e.status, 400, "{url}");
+            assert!(e.message.contains(says), "{url}: {e}");
+        }
+        // a picture in anything but a user's message is refused, not dropped
+        let e = chat(json!({"model": "m", "messages": [
+            {"role": "system", "content": [
+                {"type": "image_url", "image_url": {"url": format!("data:image/png;base64,{data}")}}
+            ]},
+            {"role": "user", "content": "hi"}
+        ]}))
+        .unwrap_err();
+        assert!(e.message.contains("user"), "{e}");
     }
 }

@@ -23,9 +23,9 @@ use crate::run::{Job, Run};
 use crate::sse::{self, StreamWriter};
 use crate::{anthropic, request};
 
-/// Request bodies larger than this are refused with 413 (a whole context of text is far
-/// smaller; this leaves room for long tool results).
-pub const MAX_BODY_BYTES: usize = 2 * 1024 * 1024;
+/// Request bodies larger than this are refused with 413: room for a few pictures in base64
+/// (a phone's photo is 2-8 MB; a whole context of text is far smaller).
+pub const MAX_BODY_BYTES: usize = 48 * 1024 * 1024;
 
 /// The header with which a client asks for its exchange to be kept as a conversation.
 pub const SAVE_HEADER: &str = "x-companion-save";

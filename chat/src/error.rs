@@ -88,6 +88,14 @@ pub enum Error {
     /// A local API client asked for something Companion cannot do as asked.
     #[error("{0}")]
     InvalidRequest(String),
+    /// A picture that cannot be read (not a picture, too large, damaged).
+    #[error("{0}")]
+    Picture(String),
+    /// Pictures given to a model without its vision projector.
+    #[error(
+        "{model} reads no pictures: pictures need its vision projector (an mmproj file) imported beside it"
+    )]
+    NoProjector { model: String },
 }
 
 impl Error {
@@ -96,6 +104,8 @@ impl Error {
             Error::Engine(e) => e.code(),
             Error::Memory(e) => e.code(),
             Error::MessageTooLong { .. } => "message_too_long",
+            Error::Picture(_) => "bad_picture",
+            Error::NoProjector { .. } => "no_projector",
             Error::NoConversation => "no_conversation",
             Error::NothingToRegenerate => "nothing_to_regenerate",
             Error::NotEditable => "not_editable",

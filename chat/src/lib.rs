@@ -21,6 +21,7 @@ pub mod error;
 pub mod manager;
 pub mod models;
 pub mod paired;
+pub mod picture;
 pub mod prompt;
 pub mod summarizer;
 pub mod tools;
@@ -30,4 +31,5 @@ pub use error::{Error, Result};
 pub use manager::{
     ConversationManager, ManagerConfig, Resume, ToolTurn, ToolTurnCall, Tools, Turn, TurnEvent,
 };
+pub use picture::Picture;
 pub use summarizer::EngineSummarizer;

@@ -5,10 +5,13 @@
 //! stream the reply with checkpoints, commit it); and snapshots the session on switch and
 //! close.
 
+use std::collections::HashMap;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::RecvTimeoutError;
 use std::time::Duration;
 
+use engine::vision::RgbImage;
 use engine::{EngineHandle, Event, GenerateParams, Generation, Prompt, StopReason};
 use memory::{
     ConversationId, Message, MessageStatus, NewMessage, PolicyConfig, ReplyRecorder, Role,
@@ -17,6 +20,7 @@ use memory::{
 use serde::Serialize;
 
 use crate::error::{Error, Result};
+use crate::picture::Picture;
 use crate::prompt::chat_messages;
 use crate::summarizer::EngineSummarizer;
 
@@ -101,7 +105,13 @@ pub struct ConversationManager {
     config: ManagerConfig,
     open: Option<ConversationId>,
     snapshot_key: Option<SnapshotKey>,
+    /// The pictures of the open conversation's prompt, decoded, by sha256: every turn
+    /// renders the prompt again, and a photo takes longer to decode than the turn to render.
+    pictures: std::sync::Mutex<HashMap<String, Arc<RgbImage>>>,
 }
+
+/// Pictures kept decoded at most (a conversation rarely holds more in its recent turns).
+const DECODED_PICTURES: usize = 16;
 
 impl ConversationManager {
     pub fn new(engine: EngineHandle, store: Store, config: ManagerConfig) -> Self {
@@ -111,6 +121,7 @@ impl ConversationManager {
             config,
             open: None,
             snapshot_key: None,
+            pictures: Default::default(),
         }
     }
 
@@ -199,7 +210,7 @@ impl ConversationManager {
         if history.is_empty() {
             return Ok(Resume::Empty);
         }
-        let tokens = self.engine.tokenizer().encode_chat(&history, false)?.len();
+        let tokens = self.engine.prompt_tokens(&Prompt::Chat(history.clone()))?;
         // the engine prefills this while nothing else is asked of it; a send reuses it
         self.engine.prefill_history(history)?;
         Ok(if other_model {
@@ -213,7 +224,72 @@ impl ConversationManager {
     pub fn history(&self) -> Result<Vec<engine::ChatMessage>> {
         let id = self.open.as_ref().ok_or(Error::NoConversation)?;
         let parts = self.store.prompt_parts(id)?;
-        Ok(chat_messages(self.config.system_prompt.as_deref(), &parts))
+        let mut messages = chat_messages(self.config.system_prompt.as_deref(), &parts);
+        // the messages come last, one chat message each
+        let first = messages.len() - parts.messages.len();
+        for (stored, message) in parts.messages.iter().zip(&mut messages[first..]) {
+            if !stored.images.is_empty() {
+                message.images = self.pictures_of(stored);
+            }
+        }
+        Ok(messages)
+    }
+
+    /// The pictures of a stored message, as the model reads them. A model without a
+    /// projector reads none, and a picture that cannot be read (its file damaged or gone) is
+    /// left out with a warning: the conversation goes on with its text.
+    fn pictures_of(&self, message: &Message) -> Vec<Arc<RgbImage>> {
+        if self.engine.info().projector.is_none() {
+            return Vec::new();
+        }
+        let mut decoded = self.pictures.lock().unwrap_or_else(|p| p.into_inner());
+        let mut out = Vec::new();
+        for image in &message.images {
+            if let Some(picture) = decoded.get(&image.sha256) {
+                out.push(picture.clone());
+                continue;
+            }
+            let picture = self
+                .store
+                .image_bytes(image)
+                .map_err(Error::from)
+                .and_then(Picture::decode);
+            match picture {
+                Ok(picture) => {
+                    if decoded.len() >= DECODED_PICTURES {
+                        decoded.clear();
+                    }
+                    decoded.insert(image.sha256.clone(), picture.image().clone());
+                    out.push(picture.image().clone());
+                }
+                Err(e) => {
+                    tracing::warn!(code = e.code(), error = %e, "a picture of the conversation is left out");
+                }
+            }
+        }
+        out
+    }
+
+    /// The pictures of a stored message as they were given (to send them again).
+    /// One that can no longer be read (its file damaged or gone) is left out with a warning,
+    /// as the prompt leaves it out: the message is sent again with the others.
+    fn given_pictures(&self, message: &Message) -> Vec<Picture> {
+        message
+            .images
+            .iter()
+            .filter_map(|image| {
+                let picture = self
+                    .store
+                    .image_bytes(image)
+                    .map_err(Error::from)
+                    .and_then(Picture::decode);
+                picture
+                    .map_err(|e| {
+                        tracing::warn!(code = e.code(), error = %e, "a picture of the message is left out");
+                    })
+                    .ok()
+            })
+            .collect()
     }
 
     /// The user is typing `draft`: prefill it after the conversation's prompt.
@@ -238,7 +314,22 @@ impl ConversationManager {
         cancel: &AtomicBool,
         on_event: &mut dyn FnMut(TurnEvent<'_>),
     ) -> Result<Turn> {
-        let (id, user, summaries_made, prompt_tokens) = self.begin_turn(text, on_event)?;
+        self.send_with_pictures(text, &[], params, cancel, on_event)
+    }
+
+    /// [`Self::send`] with pictures: they are kept with the message (in the store's picture
+    /// folder, by sha256) and open its turn in the prompt, read by the model's vision
+    /// projector. Refused before anything is committed when the model has no projector.
+    pub fn send_with_pictures(
+        &mut self,
+        text: &str,
+        pictures: &[Picture],
+        params: &GenerateParams,
+        cancel: &AtomicBool,
+        on_event: &mut dyn FnMut(TurnEvent<'_>),
+    ) -> Result<Turn> {
+        let (id, user, summaries_made, prompt_tokens) =
+            self.begin_turn(text, pictures, on_event)?;
         let messages = self.history()?;
         let handle = self
             .engine
@@ -284,9 +375,19 @@ impl ConversationManager {
     fn begin_turn(
         &mut self,
         text: &str,
+        pictures: &[Picture],
         on_event: &mut dyn FnMut(TurnEvent<'_>),
     ) -> Result<(ConversationId, Message, usize, usize)> {
         let id = self.open.clone().ok_or(Error::NoConversation)?;
+        let per_picture = match self.engine.info().projector {
+            Some(projector) => projector.tokens_per_image,
+            None if pictures.is_empty() => 0,
+            None => {
+                return Err(Error::NoProjector {
+                    model: self.model_label(),
+                });
+            }
+        };
         // from this turn on the conversation is held with this model (a read, not a synced
         // write, on every turn after the first)
         let model_sha256 = self.snapshot_key()?.model_sha256;
@@ -294,9 +395,21 @@ impl ConversationManager {
             self.store
                 .set_conversation_model_sha256(&id, &model_sha256)?;
         }
+        let images = pictures
+            .iter()
+            .map(|p| self.store.save_image(p.bytes(), p.media_type()))
+            .collect::<memory::Result<Vec<_>>>()?;
+        for (image, picture) in images.iter().zip(pictures) {
+            self.pictures
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(image.sha256.clone(), picture.image().clone());
+        }
+        // a picture's rows and its two markers
+        let tokens = self.count_tokens(text)? + pictures.len() * (per_picture + 2);
         let user = self.store.append_message(
             &id,
-            &NewMessage::complete(Role::User, text, Some(self.count_tokens(text)? as i64)),
+            &NewMessage::complete(Role::User, text, Some(tokens as i64)).with_images(images),
         )?;
         if user.seq == 0 && self.store.conversation(&id)?.title == NEW_CONVERSATION_TITLE {
             self.store.rename_conversation(&id, &title_from(text))?;
@@ -361,12 +474,12 @@ impl ConversationManager {
         cancel: &AtomicBool,
         on_event: &mut dyn FnMut(TurnEvent<'_>),
     ) -> Result<Turn> {
-        let text = self.take_back_last_message()?;
-        self.send(&text, params, cancel, on_event)
+        let (text, pictures) = self.take_back_last_message_with_pictures()?;
+        self.send_with_pictures(&text, &pictures, params, cancel, on_event)
     }
 
-    /// Replace the user message `message` of the open conversation with `text`, dropping
-    /// everything after it, and answer it.
+    /// Replace the user message `message` of the open conversation with `text` (its pictures
+    /// kept), dropping everything after it, and answer it.
     pub fn edit(
         &mut self,
         message: memory::MessageId,
@@ -375,13 +488,21 @@ impl ConversationManager {
         cancel: &AtomicBool,
         on_event: &mut dyn FnMut(TurnEvent<'_>),
     ) -> Result<Turn> {
+        let pictures = self.given_pictures(&self.store.message(message)?);
+        self.check_reads_pictures(&pictures)?;
         self.take_back_from(message)?;
-        self.send(text, params, cancel, on_event)
+        self.send_with_pictures(text, &pictures, params, cancel, on_event)
     }
 
     /// The first half of a regenerate: drop the last user message and everything after it,
     /// and give its text back (to send again, with or without tools).
     pub fn take_back_last_message(&mut self) -> Result<String> {
+        Ok(self.take_back_last_message_with_pictures()?.0)
+    }
+
+    /// [`Self::take_back_last_message`], with the message's pictures (read before the
+    /// message goes, since its pictures may go with it).
+    pub fn take_back_last_message_with_pictures(&mut self) -> Result<(String, Vec<Picture>)> {
         let id = self.open.clone().ok_or(Error::NoConversation)?;
         let last_user = self
             .store
@@ -390,8 +511,23 @@ impl ConversationManager {
             .rev()
             .find(|m| m.role == Role::User)
             .ok_or(Error::NothingToRegenerate)?;
+        let pictures = self.given_pictures(&last_user);
+        self.check_reads_pictures(&pictures)?;
         self.store.truncate_messages(&id, last_user.seq)?;
-        Ok(last_user.text)
+        Ok((last_user.text, pictures))
+    }
+
+    /// Pictures for a model without a projector are refused ([`Error::NoProjector`]). A
+    /// message with pictures sent again is checked before it is taken back (else the refusal
+    /// would come after the message and its reply went); a caller that must not commit
+    /// anything before the send (the app creates the conversation first) checks here too.
+    pub fn check_reads_pictures(&self, pictures: &[Picture]) -> Result<()> {
+        if !pictures.is_empty() && self.engine.info().projector.is_none() {
+            return Err(Error::NoProjector {
+                model: self.model_label(),
+            });
+        }
+        Ok(())
     }
 
     /// The first half of an edit: drop the user message `message` of the open conversation and

@@ -9,6 +9,7 @@ behaviour. Prints one line per check and exits non-zero when any fails.
 BASE_URL is the server's root (the client adds /v1/messages itself).
 """
 
+import base64
 import json
 import sys
 import time
@@ -23,6 +24,7 @@ except ImportError as e:  # a missing client is a failure, never a skip
     sys.exit(2)
 
 base, token, model, context = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+picture = sys.argv[5]
 client = Anthropic(base_url=base, api_key=token, max_retries=0, timeout=300)
 plain_http = http_to(base)
 print(f"     (anthropic {anthropic.__version__})")
@@ -255,11 +257,11 @@ refused("wrong key: 401", lambda: Anthropic(base_url=base, api_key="not-the-toke
 refused("a system role among the messages: 400", lambda: client.messages.create(
     model=model, max_tokens=4, messages=[{"role": "system", "content": "Be brief."}] + prompt),
     anthropic.BadRequestError, "invalid_request_error", "role")
-refused("an image: 400 until vision lands", lambda: client.messages.create(
+refused("a truncated picture: 400, said in a line", lambda: client.messages.create(
     model=model, max_tokens=4, messages=[{"role": "user", "content": [
         {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}},
         {"type": "text", "text": "What is this?"}]}]),
-    anthropic.BadRequestError, "invalid_request_error", "vision")
+    anthropic.BadRequestError, "invalid_request_error", "cannot be read")
 refused("an unknown parameter: 400", lambda: client.messages.create(
     model=model, max_tokens=4, messages=prompt, extra_body={"mirostat": 2}),
     anthropic.BadRequestError, "invalid_request_error", "mirostat")
@@ -273,7 +275,7 @@ check("count_tokens counts a prompt over the context", over > context, str(over)
 refused("an unknown model: 404", lambda: client.messages.create(
     model="claude-sonnet-4-5", max_tokens=4, messages=prompt), anthropic.NotFoundError, "not_found_error", "claude-sonnet-4-5")
 refused("a body over the limit: 413", lambda: client.messages.create(
-    model=model, max_tokens=4, messages=user("a" * (3 * 1024 * 1024))), anthropic.ContentTooLargeError, "request_too_large")
+    model=model, max_tokens=4, messages=user("a" * (49 * 1024 * 1024))), anthropic.ContentTooLargeError, "request_too_large")
 status, _, text = plain_http("POST", "/v1/messages", {**json_headers, "x-api-key": token}, "{not json")
 check("a body that is not JSON: 400 in Anthropic's shape", status == 400 and error_type(text) == "invalid_request_error", text[:120])
 status, _, text = plain_http("POST", "/v1/messages", {**json_headers, "x-api-key": token}, body)
@@ -281,6 +283,22 @@ check("max_tokens is required: 400", status == 400 and "max_tokens" in text, tex
 status, headers, text = plain_http("POST", "/v1/messages", {**json_headers, "x-api-key": token, "Origin": "https://evil.example"}, body)
 check("another web origin: 403 in Anthropic's shape", status == 403 and error_type(text) == "permission_error"
       and "access-control-allow-origin" not in headers, text[:120])
+
+# a picture as a base64 image block, read by the projector beside the model; a URL source is refused
+with open(picture, "rb") as f:
+    picture_data = base64.b64encode(f.read()).decode()
+question = "What is in this picture?"
+seen = client.messages.create(model=model, max_tokens=4, extra_body=greedy, messages=[{"role": "user", "content": [
+    {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": picture_data}},
+    {"type": "text", "text": question}]}])
+unseen = client.messages.create(model=model, max_tokens=4, extra_body=greedy, messages=user(question))
+check("a picture in an image block is read: its rows and markers count as input tokens",
+      seen.usage.input_tokens > unseen.usage.input_tokens + 2,
+      f"{seen.usage.input_tokens} with the picture, {unseen.usage.input_tokens} without")
+refused("a picture behind a URL: 400, nothing fetched", lambda: client.messages.create(
+    model=model, max_tokens=4, messages=[{"role": "user", "content": [
+        {"type": "image", "source": {"type": "url", "url": "https://example.com/cat.png"}}]}]),
+    anthropic.BadRequestError, "invalid_request_error", "offline")
 
 # a client that closes the stream mid-way: the generation stops, the next request is served at once
 stream = client.messages.create(

@@ -2,9 +2,10 @@
 http.client for what the client cannot send): run by cli/tests/companion/api.rs against `companion serve` on the
 real default model. Prints one line per check and exits non-zero when any fails.
 
-    python3 cli/tests/openai_client.py BASE_URL TOKEN MODEL_ID CONTEXT
+    python3 cli/tests/openai_client.py BASE_URL TOKEN MODEL_ID CONTEXT PICTURE
 """
 
+import base64
 import http.client
 import json
 import sys
@@ -20,6 +21,7 @@ except ImportError as e:  # a missing client is a failure, never a skip
     sys.exit(2)
 
 base, token, model, context = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+picture = sys.argv[5]
 client = OpenAI(base_url=base, api_key=token, max_retries=0, timeout=300)
 auth = {"Authorization": f"Bearer {token}"}
 server = urlparse(base)
@@ -244,13 +246,28 @@ status, headers, body = plain_http("OPTIONS", "/chat/completions", {"Origin": "h
 check("a CORS preflight is refused", status == 403 and "access-control-allow-origin" not in headers, body[:120])
 status, _, body = plain_http("GET", "/models", {**auth, "Host": "evil.example"})
 check("another host name (DNS rebinding): 403", status == 403, body[:120])
-big = json.dumps({"model": model, "messages": user("a" * (3 * 1024 * 1024))})
+big = json.dumps({"model": model, "messages": user("a" * (49 * 1024 * 1024))})
 status, _, body = plain_http("POST", "/chat/completions", {**auth, "Content-Type": "application/json"}, big)
 check("a body over the limit: 413 with an OpenAI error body", status == 413 and "error" in json.loads(body), body[:120])
 status, _, body = plain_http("POST", "/chat/completions", {**auth, "Content-Type": "application/json"}, "{not json")
 check("a body that is not JSON: 400", status == 400 and "error" in json.loads(body), body[:120])
 
 
+
+# a picture as a data URL, read by the projector the server loaded beside the model (random
+# weights: what the model says of it is not judged, only that it was read); a URL is refused
+with open(picture, "rb") as f:
+    data_url = "data:image/png;base64," + base64.b64encode(f.read()).decode()
+question = "What is in this picture?"
+seen = client.chat.completions.create(model=model, max_tokens=4, temperature=0, messages=[{"role": "user", "content": [
+    {"type": "text", "text": question}, {"type": "image_url", "image_url": {"url": data_url, "detail": "auto"}}]}])
+unseen = client.chat.completions.create(model=model, max_tokens=4, temperature=0, messages=user(question))
+check("a picture as a data URL is read: its rows and markers count as prompt tokens",
+      seen.usage.prompt_tokens > unseen.usage.prompt_tokens + 2 and seen.choices[0].finish_reason in ("stop", "length"),
+      f"{seen.usage.prompt_tokens} with the picture, {unseen.usage.prompt_tokens} without")
+refused("a picture behind a URL: 400, nothing fetched", lambda: client.chat.completions.create(
+    model=model, max_tokens=4, messages=[{"role": "user", "content": [
+        {"type": "image_url", "image_url": {"url": "https://example.com/cat.png"}}]}]), openai.BadRequestError, "offline")
 
 # a client that disconnects mid-stream: the server stays healthy, the next request works
 conn = http.client.HTTPConnection(server.hostname, server.port, timeout=120)

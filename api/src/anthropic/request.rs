@@ -53,8 +53,9 @@ const GENERATION_KEYS: &[&str] = &[
     "seed",
 ];
 
-/// Images arrive with the vision support; until then they are refused, never dropped.
-const NO_IMAGES: &str = "images need the vision support, not yet available";
+/// Pictures are read in a user's own message; anywhere else (a tool's result, the system
+/// prompt) they are refused, never dropped.
+const NO_IMAGES: &str = "pictures can be given in a user's own message only";
 
 fn unsupported_block(at: &str, kind: &str) -> ApiError {
     if kind == "image" {
@@ -167,10 +168,11 @@ fn user_turn(
     out: &mut Vec<RequestMessage>,
 ) -> Result<(), ApiError> {
     let Value::Array(blocks) = content else {
-        out.push(RequestMessage::User(text_or_blocks(Some(content), at)?));
+        out.push(RequestMessage::user(text_or_blocks(Some(content), at)?));
         return Ok(());
     };
     let mut text: Option<String> = None;
+    let mut pictures = Vec::new();
     let mut results = 0;
     for (i, block) in blocks.iter().enumerate() {
         let at = format!("{at}[{i}]");
@@ -178,10 +180,12 @@ fn user_turn(
             "text" => text
                 .get_or_insert_with(String::new)
                 .push_str(block_text(block, &at)?),
+            "image" => pictures.push(image_block(block, &at)?),
             "tool_result" => {
                 // text before a result stays before it
-                if let Some(t) = text.take() {
-                    out.push(RequestMessage::User(t));
+                if text.is_some() || !pictures.is_empty() {
+                    let t = text.take().unwrap_or_default();
+                    out.push(RequestMessage::User(t, std::mem::take(&mut pictures)));
                 }
                 out.push(tool_result(block, &at, ids)?);
                 results += 1;
@@ -189,12 +193,42 @@ fn user_turn(
             other => return Err(unsupported_block(&at, other)),
         }
     }
-    if let Some(t) = text {
-        out.push(RequestMessage::User(t));
+    if text.is_some() || !pictures.is_empty() {
+        out.push(RequestMessage::User(text.unwrap_or_default(), pictures));
     } else if results == 0 {
-        out.push(RequestMessage::User(String::new()));
+        out.push(RequestMessage::user(String::new()));
     }
     Ok(())
+}
+
+/// An `image` block: `source` is `{"type": "base64", "media_type", "data"}`; a `url` source
+/// is refused, since Companion fetches nothing.
+fn image_block(block: &Value, at: &str) -> Result<chat::Picture, ApiError> {
+    let source = block
+        .get("source")
+        .ok_or_else(|| ApiError::bad_request(format!("`{at}` has no `source`")))?;
+    let at = format!("{at}.source");
+    match source.get("type").and_then(Value::as_str) {
+        Some("base64") => {
+            let data = source
+                .get("data")
+                .and_then(Value::as_str)
+                .ok_or_else(|| wrong_type(&format!("{at}.data"), "a base64 string"))?;
+            let media_type = source.get("media_type").and_then(Value::as_str);
+            crate::picture::from_base64(media_type, data, &at)
+        }
+        Some("url") => Err(ApiError::unsupported(
+            &at,
+            "Companion is offline and fetches nothing: give the picture itself, as a `base64` source",
+        )),
+        other => Err(ApiError::unsupported(
+            &at,
+            format!(
+                "a picture's source of type `{}` is not supported (use `base64`)",
+                other.unwrap_or("?")
+            ),
+        )),
+    }
 }
 
 fn assistant_turn(
@@ -496,7 +530,7 @@ mod tests {
             c.request.messages,
             vec![
                 RequestMessage::System("Be brief.".into()),
-                RequestMessage::User("hi".into())
+                RequestMessage::user("hi")
             ]
         );
         assert_eq!(c.request.tool_choice, ToolChoice::Auto);
@@ -538,7 +572,7 @@ mod tests {
         assert_eq!(
             r.messages,
             vec![
-                RequestMessage::User("weather?".into()),
+                RequestMessage::user("weather?"),
                 RequestMessage::Assistant {
                     text: "Looking.".into(),
                     calls: vec![ToolCall::new("get_weather", json!({"city": "Oslo"}))]
@@ -547,7 +581,7 @@ mod tests {
                     name: "get_weather".into(),
                     text: "sunny".into()
                 },
-                RequestMessage::User("And tomorrow?".into()),
+                RequestMessage::user("And tomorrow?"),
                 RequestMessage::Assistant {
                     text: String::new(),
                     calls: vec![ToolCall::new("get_weather", json!({}))]
@@ -641,19 +675,51 @@ mod tests {
     }
 
     #[test]
-    fn images_are_refused_until_vision_lands() {
-        let image = json!({"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "AAAA"}});
-        for messages in [
-            json!([{"role": "user", "content": [image.clone(), {"type": "text", "text": "what is it?"}]}]),
-            json!([
-                {"role": "user", "content": "x"},
-                {"role": "assistant", "content": [{"type": "tool_use", "id": "t", "name": "f", "input": {}}]},
-                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t", "content": [image.clone()]}]}
-            ]),
+    fn pictures_are_read_in_a_user_message_and_refused_elsewhere() {
+        use base64::Engine as _;
+        const PNG: &[u8] = include_bytes!("../../../tests/fixtures/gemma3-vision/small.png");
+        let data = base64::engine::general_purpose::STANDARD.encode(PNG);
+        let image = json!({"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": data}});
+        let c = call(json!({"model": "m", "max_tokens": 8, "messages": [
+            {"role": "user", "content": [image.clone(), {"type": "text", "text": "what is it?"}]}
+        ]}))
+        .unwrap();
+        let [RequestMessage::User(text, pictures)] = c.request.messages.as_slice() else {
+            panic!("one user message: {:?}", c.request.messages);
+        };
+        assert_eq!(text, "what is it?");
+        assert_eq!(pictures.len(), 1);
+        assert_eq!(pictures[0].bytes(), PNG);
+
+        let in_a_result = json!([
+            {"role": "user", "content": "x"},
+            {"role": "assistant", "content": [{"type": "tool_use", "id": "t", "name": "f", "input": {}}]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t", "content": [image.clone()]}]}
+        ]);
+        let e = call(json!({"model": "m", "max_tokens": 8, "messages": in_a_result})).unwrap_err();
+        assert_eq!(e.status, 400);
+        assert!(e.message.contains(NO_IMAGES), "{e}");
+        for (source, says) in [
+            (
+                json!({"type": "url", "url": "https://example.com/a.png"}),
+                "offline",
+            ),
+            (
+                json!({"type": "base64", "media_type": "image/png", "data": "!!"}),
+                "not base64",
+            ),
+            (
+                json!({"type": "base64", "media_type": "image/gif", "data": data}),
+                "is image/png",
+            ),
         ] {
-            let e = call(json!({"model": "m", "max_tokens": 8, "messages": messages})).unwrap_err();
+            let block = json!({"type": "image", "source": source});
+            let e = call(json!({"model": "m", "max_tokens": 8, "messages": [
+                {"role": "user", "content": [block]}
+            ]}))
+            .unwrap_err();
             assert_eq!(e.status, 400);
-            assert!(e.message.contains(NO_IMAGES), "{e}");
+            assert!(e.message.contains(says), "{says}: {e}");
         }
     }
 

@@ -34,6 +34,26 @@ impl Completer {
     /// not refused: saying how long it is is the point.
     pub fn prompt_tokens(&self, request: &ChatRequest) -> Result<usize> {
         request.check()?;
+        if request.has_pictures() {
+            return self.picture_prompt_tokens(request);
+        }
         Ok(self.prompt(request)?.len())
+    }
+
+    /// The positions a request with pictures takes: its tokens and each picture's rows
+    /// (pictures never come with tools, `ChatRequest::check`).
+    pub(super) fn picture_prompt_tokens(&self, request: &ChatRequest) -> Result<usize> {
+        if self.engine().info().projector.is_none() {
+            return Err(crate::Error::NoProjector {
+                model: self
+                    .engine()
+                    .info()
+                    .name
+                    .unwrap_or_else(|| "this model".into()),
+            });
+        }
+        Ok(self
+            .engine()
+            .prompt_tokens(&engine::Prompt::Chat(request.chat_messages()))?)
     }
 }

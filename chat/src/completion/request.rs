@@ -6,12 +6,14 @@ use engine::{ChatMessage, GenerateParams};
 use serde_json::Value;
 
 use crate::error::{Error, Result};
+use crate::picture::Picture;
 
 /// One message of a client's conversation.
 #[derive(Debug, Clone, PartialEq)]
 pub enum RequestMessage {
     System(String),
-    User(String),
+    /// A user's message: its text, and the pictures that open it.
+    User(String, Vec<Picture>),
     /// The model's earlier turn: its text, and the calls it made (answered by `Tool`
     /// messages after it).
     Assistant {
@@ -23,6 +25,13 @@ pub enum RequestMessage {
         name: String,
         text: String,
     },
+}
+
+impl RequestMessage {
+    /// A user's message of text alone.
+    pub fn user(text: impl Into<String>) -> Self {
+        RequestMessage::User(text.into(), Vec::new())
+    }
 }
 
 /// Whether and which tool the model must call.
@@ -90,6 +99,11 @@ impl ChatRequest {
         if self.params.max_tokens == 0 {
             return Err(invalid("`max_tokens` must be at least 1"));
         }
+        if self.has_pictures() && self.uses_tools() {
+            return Err(invalid(
+                "pictures and tools in one request are not supported yet: send the pictures without tools",
+            ));
+        }
         let mut seen = std::collections::HashSet::new();
         for tool in &self.tools {
             check_tool_name(&tool.name)?;
@@ -140,6 +154,13 @@ impl ChatRequest {
 
     /// Whether the prompt needs the agent's transcript (tools declared, or calls and results
     /// in the history) rather than the plain chat template.
+    /// Whether a user message holds pictures.
+    pub fn has_pictures(&self) -> bool {
+        self.messages
+            .iter()
+            .any(|m| matches!(m, RequestMessage::User(_, p) if !p.is_empty()))
+    }
+
     pub(super) fn uses_tools(&self) -> bool {
         !self.tools.is_empty()
             || self.messages.iter().any(|m| {
@@ -154,7 +175,10 @@ impl ChatRequest {
             .iter()
             .filter_map(|m| match m {
                 RequestMessage::System(t) => Some(ChatMessage::system(t.clone())),
-                RequestMessage::User(t) => Some(ChatMessage::user(t.clone())),
+                RequestMessage::User(t, pictures) => Some(
+                    ChatMessage::user(t.clone())
+                        .with_images(pictures.iter().map(|p| p.image().clone()).collect()),
+                ),
                 RequestMessage::Assistant { text, .. } => {
                     Some(ChatMessage::assistant(text.clone()))
                 }
@@ -170,7 +194,8 @@ impl ChatRequest {
         for m in &self.messages {
             match m {
                 RequestMessage::System(t) => entries.push(Entry::System(t.clone())),
-                RequestMessage::User(t) => entries.push(Entry::User(t.clone())),
+                // pictures never come with tools (`check`)
+                RequestMessage::User(t, _) => entries.push(Entry::User(t.clone())),
                 RequestMessage::Assistant { text, calls } if calls.is_empty() => {
                     entries.push(Entry::Model {
                         text: text.clone(),
@@ -211,7 +236,7 @@ mod tests {
 
     fn request(tools: Vec<Tool>, tool_choice: ToolChoice, format: OutputFormat) -> ChatRequest {
         ChatRequest {
-            messages: vec![RequestMessage::User("hi".into())],
+            messages: vec![RequestMessage::user("hi")],
             params: GenerateParams::default(),
             tools,
             tool_choice,

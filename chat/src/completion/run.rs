@@ -57,6 +57,21 @@ pub struct Completion {
     pub completion_tokens: usize,
 }
 
+impl Completion {
+    /// A reply of text alone, as `generation` ended it.
+    fn text_of(generation: Generation, prompt_tokens: usize) -> Self {
+        Completion {
+            stop_sequence: generation.stop_string.clone(),
+            finish: Finish::of(generation.stop_reason),
+            completion_tokens: generation.stats.generated_tokens,
+            text: generation.text,
+            calls: Vec::new(),
+            partial_call: None,
+            prompt_tokens,
+        }
+    }
+}
+
 /// Runs completions on the engine, each on a session of its own.
 pub struct Completer {
     engine: EngineHandle,
@@ -137,6 +152,9 @@ impl Completer {
             None => None,
         };
         let session = self.engine.open_session()?;
+        if request.has_pictures() {
+            return self.with_pictures(session.id(), request, constraint, cancel, on_text);
+        }
         let format = call_format(&tokenizer);
         let prompt = self.prompt(request)?;
         if !request.calls_possible() {
@@ -186,15 +204,20 @@ impl Completer {
     }
 
     fn room(&self, prompt: &[u32], max_tokens: usize) -> Result<usize> {
+        self.room_for(prompt.len(), max_tokens)
+    }
+
+    /// The most tokens a reply may have after a prompt of `prompt_tokens` positions.
+    fn room_for(&self, prompt_tokens: usize, max_tokens: usize) -> Result<usize> {
         let context = self.engine.info().context;
-        if prompt.len() >= context {
+        if prompt_tokens >= context {
             return Err(engine::Error::PromptTooLong {
-                tokens: prompt.len(),
+                tokens: prompt_tokens,
                 context,
             }
             .into());
         }
-        Ok(max_tokens.min(context - prompt.len()))
+        Ok(max_tokens.min(context - prompt_tokens))
     }
 
     fn generate(
@@ -225,15 +248,33 @@ impl Completer {
         params.max_tokens = self.room(&prompt, params.max_tokens)?;
         let prompt_tokens = prompt.len();
         let generation = self.generate(session, prompt, params, constraint, cancel, on_text)?;
-        Ok(Completion {
-            text: generation.text,
-            calls: Vec::new(),
-            partial_call: None,
-            stop_sequence: generation.stop_string.clone(),
-            finish: Finish::of(generation.stop_reason),
-            prompt_tokens,
-            completion_tokens: generation.stats.generated_tokens,
-        })
+        Ok(Completion::text_of(generation, prompt_tokens))
+    }
+
+    /// A plain completion whose messages hold pictures: the engine lays them into the chat
+    /// prompt and encodes them with the projector loaded beside the model.
+    fn with_pictures(
+        &self,
+        session: SessionId,
+        request: &ChatRequest,
+        constraint: Option<Box<dyn TokenConstraint>>,
+        cancel: &Arc<AtomicBool>,
+        on_text: &mut dyn FnMut(&str),
+    ) -> Result<Completion> {
+        let prompt_tokens = self.picture_prompt_tokens(request)?;
+        let mut params = request.params.clone();
+        params.max_tokens = self.room_for(prompt_tokens, params.max_tokens)?;
+        let handle = self.engine.generate_with(
+            session,
+            engine::Prompt::Chat(request.chat_messages()),
+            params,
+            engine::GenerateOptions {
+                constraint,
+                cancel: Some(cancel.clone()),
+            },
+        )?;
+        let generation = handle.wait(on_text)?;
+        Ok(Completion::text_of(generation, prompt_tokens))
     }
 
     /// Free text until the model opens a call (a stop string at the fence, or Gemma 4's

@@ -8,6 +8,7 @@ use super::request::RequestMessage;
 use super::run::Completion;
 use crate::error::Result;
 use crate::manager::title_from;
+use crate::picture::Picture;
 
 fn call_text(calls: &[agent::ToolCall]) -> String {
     calls
@@ -36,7 +37,7 @@ pub fn save_exchange(
     let first_user = messages
         .iter()
         .find_map(|m| match m {
-            RequestMessage::User(t) => Some(t.as_str()),
+            RequestMessage::User(t, _) => Some(t.as_str()),
             _ => None,
         })
         .unwrap_or("");
@@ -44,14 +45,22 @@ pub fn save_exchange(
     let conversation =
         store.create_conversation(&title_from(first_user), Some(model), &settings)?;
     let id = conversation.id;
-    let append = |role: Role, text: String| -> Result<()> {
-        store.append_message(&id, &NewMessage::complete(role, text, None))?;
+    let append_with = |role: Role, text: String, pictures: &[Picture]| -> Result<()> {
+        let images = pictures
+            .iter()
+            .map(|p| store.save_image(p.bytes(), p.media_type()))
+            .collect::<memory::Result<Vec<_>>>()?;
+        store.append_message(
+            &id,
+            &NewMessage::complete(role, text, None).with_images(images),
+        )?;
         Ok(())
     };
+    let append = |role: Role, text: String| append_with(role, text, &[]);
     for m in messages {
         match m {
             RequestMessage::System(t) => append(Role::System, t.clone())?,
-            RequestMessage::User(t) => append(Role::User, t.clone())?,
+            RequestMessage::User(t, pictures) => append_with(Role::User, t.clone(), pictures)?,
             RequestMessage::Assistant { text, calls } => {
                 append(Role::Assistant, joined(text, &call_text(calls)))?
             }

@@ -96,7 +96,7 @@ impl ConversationManager {
         cancel: &Arc<AtomicBool>,
         on_event: &mut dyn FnMut(TurnEvent<'_>),
     ) -> Result<ToolTurn> {
-        let (id, user, summaries_made, _) = self.begin_turn(text, on_event)?;
+        let (id, user, summaries_made, _) = self.begin_turn(text, &[], on_event)?;
         let history = entries(self.history()?);
         let mut reply =
             ReplyRecorder::begin(&self.store, &id)?.with_interval(self.config.checkpoint_interval);

@@ -5,6 +5,8 @@
 //! valid), and leaving snapshots the session so the next resume is instant. Ctrl-C during a
 //! reply stops that reply and the chat goes on; Ctrl-C at the prompt, Ctrl-D or `/exit` leave.
 //! With `--allow DIR` each message is a turn with the agent's tools (see [`super::chat_tools`]).
+//! `--image FILE` attaches pictures to the first message, `/image FILE` to the next one; the
+//! model reads them through its vision projector (`--mmproj`, or the one the library pairs).
 
 use std::collections::VecDeque;
 use std::io::BufRead;
@@ -13,7 +15,7 @@ use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 
 use anyhow::{Context, Result};
-use chat::{ConversationManager, ManagerConfig, Resume, TurnEvent};
+use chat::{ConversationManager, ManagerConfig, Picture, Resume, TurnEvent};
 use clap::Args as ClapArgs;
 use engine::StopReason;
 use memory::{ConversationId, Role};
@@ -42,6 +44,10 @@ pub struct Args {
     /// With tools: tool calls per message
     #[arg(long, default_value_t = 8, value_name = "N")]
     pub(crate) max_steps: usize,
+    /// A picture for your first message: PNG, JPEG, WebP or GIF (repeatable; needs the
+    /// model's vision projector)
+    #[arg(long = "image", value_name = "FILE")]
+    pub(crate) images: Vec<std::path::PathBuf>,
     #[command(flatten)]
     pub(crate) sampling: SamplingOptions,
     #[command(flatten)]
@@ -59,7 +65,26 @@ enum Input {
 
 pub fn run(args: Args) -> Result<()> {
     if !args.allow.is_empty() || !args.allow_write.is_empty() || args.mcp.mcp_config.is_some() {
+        if !args.images.is_empty() {
+            anyhow::bail!(
+                "pictures and tools in one chat are not supported yet: leave out --image or the tools"
+            );
+        }
         return super::chat_tools::run(args);
+    }
+    // read before the model loads: a picture that cannot be read is said at once
+    let mut pictures = args
+        .images
+        .iter()
+        .map(|path| Picture::read(path))
+        .collect::<chat::Result<Vec<_>>>()?;
+    let model_path = args.model.model_path();
+    if !pictures.is_empty() && args.model.projector_path(&model_path).is_none() {
+        anyhow::bail!(chat::Error::NoProjector {
+            model: model_path
+                .file_name()
+                .map_or_else(|| "the model".into(), |n| n.to_string_lossy().into_owned()),
+        });
     }
     let params = args.sampling.params();
     params.sampling.validate()?;
@@ -71,13 +96,14 @@ pub fn run(args: Args) -> Result<()> {
     crate::options::say_if_base_model(&engine);
     let info = engine.info();
     eprintln!(
-        "{} ({}, {}) ready in {:.2} s on {}. /new starts a new conversation, /exit or Ctrl-D quits, Ctrl-C stops a reply.",
+        "{} ({}, {}) ready in {:.2} s on {}. /new starts a new conversation, /image FILE attaches a picture, /exit or Ctrl-D quits, Ctrl-C stops a reply.",
         info.name.as_deref().unwrap_or("model"),
         info.architecture,
         info.quantization,
         info.load_seconds,
         info.device
     );
+
     let mut config = ManagerConfig::for_engine(&engine);
     config.system_prompt = args.system.clone().or(stored_system);
     let mut manager = ConversationManager::new(engine, store, config);
@@ -145,6 +171,10 @@ pub fn run(args: Args) -> Result<()> {
             }
             _ => {}
         }
+        if let Some(path) = text.strip_prefix("/image ") {
+            attach(&manager, path.trim(), &mut pictures);
+            continue;
+        }
         let cancel = Arc::new(AtomicBool::new(false));
         *current.lock().unwrap_or_else(|p| p.into_inner()) = Some(cancel.clone());
         // while a reply is paused at `critical`, Enter resumes it; other lines wait their turn
@@ -153,31 +183,37 @@ pub fn run(args: Args) -> Result<()> {
         // the reply's reader may leave (`companion chat < questions | head`): the reply stops
         // there and is kept as stopped, and the chat ends as at /exit
         let mut stream = Stream::new(Some(cancel.clone()));
-        let result = manager.send(&text, &params, &cancel, &mut |event| match event {
-            TurnEvent::Text(piece) => stream.piece(piece),
-            // a plain turn has no tool steps
-            TurnEvent::User(_) | TurnEvent::Tool(_) => {}
-            TurnEvent::Summarizing => eprint!("(summarizing older turns…) "),
-            TurnEvent::Thermal(n) => {
-                paused = n.rate_percent == 0;
-                eprintln!("\n[thermal: {}] {}", n.state, n.message);
-                if paused {
-                    eprintln!("(press Enter to go on anyway, Ctrl-C to stop)");
-                }
-            }
-            TurnEvent::Tick => {
-                while let Ok(input) = rx.try_recv() {
-                    match input {
-                        Input::Line(l) if paused && l.trim().is_empty() => {
-                            engine.resume();
-                            paused = false;
-                        }
-                        other => typed_ahead.push_back(other),
+        let given = std::mem::take(&mut pictures);
+        let result =
+            manager.send_with_pictures(&text, &given, &params, &cancel, &mut |event| match event {
+                TurnEvent::Text(piece) => stream.piece(piece),
+                // a plain turn has no tool steps
+                TurnEvent::User(_) | TurnEvent::Tool(_) => {}
+                TurnEvent::Summarizing => eprint!("(summarizing older turns…) "),
+                TurnEvent::Thermal(n) => {
+                    paused = n.rate_percent == 0;
+                    eprintln!("\n[thermal: {}] {}", n.state, n.message);
+                    if paused {
+                        eprintln!("(press Enter to go on anyway, Ctrl-C to stop)");
                     }
                 }
-            }
-        });
+                TurnEvent::Tick => {
+                    while let Ok(input) = rx.try_recv() {
+                        match input {
+                            Input::Line(l) if paused && l.trim().is_empty() => {
+                                engine.resume();
+                                paused = false;
+                            }
+                            other => typed_ahead.push_back(other),
+                        }
+                    }
+                }
+            });
         *current.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        if matches!(result, Err(chat::Error::MessageTooLong { .. })) && pictures.is_empty() {
+            // the message was taken back: its pictures wait for the next one
+            pictures = given;
+        }
         if let Err(closed) = stream.finish().and_then(|()| outln!()) {
             if let Err(e) = result {
                 crate::log::report(e.code(), &e.to_string());
@@ -227,6 +263,27 @@ pub(super) fn conversation_to_continue(
         .transpose()?
         .and_then(|c| c.settings.get("systemPrompt")?.as_str().map(str::to_string));
     Ok((existing, stored_system))
+}
+
+/// `/image FILE`: a picture for the next message, or why not.
+fn attach(manager: &ConversationManager, path: &str, pictures: &mut Vec<Picture>) {
+    if manager.engine().info().projector.is_none() {
+        eprintln!(
+            "this model reads no pictures: load its vision projector with --mmproj, or import it beside the model (companion models import)"
+        );
+        return;
+    }
+    match Picture::read(std::path::Path::new(path)) {
+        Ok(picture) => {
+            eprintln!(
+                "(picture of {} × {} attached to your next message)",
+                picture.image().width,
+                picture.image().height
+            );
+            pictures.push(picture);
+        }
+        Err(e) => crate::log::report(e.code(), &e.to_string()),
+    }
 }
 
 fn start(manager: &mut ConversationManager) -> Result<ConversationId> {

@@ -1,7 +1,8 @@
 //! The local API end to end: `companion serve` on the real default model, driven by the
 //! official `openai` Python client (`cli/tests/openai_client.py`, installed by scripts/test):
 //! models, whole and streamed chat and text completions, a seeded sample twice, a JSON-schema
-//! reply, tool calls, saving only when asked, the refusals (401, 400, 403, 404, 413) and a
+//! reply, tool calls, a picture as a data URL (read by the vision fixture's projector), saving
+//! only when asked, the refusals (401, 400, 403, 404, 413; a picture behind a URL) and a
 //! client that disconnects mid-stream. Then, from outside the server: its log shows that the
 //! abandoned stream was cancelled (long before its token limit), and the database holds the
 //! one exchange that asked to be saved and nothing else. The same for Anthropic's Messages API
@@ -14,6 +15,13 @@ use std::process::{Command, Stdio};
 
 const TOKEN: &str = "companion-test-token-5f0c2a9e";
 const CONTEXT: &str = "2048";
+
+/// A file of the vision fixture (`tests/fixtures/gemma3-vision`).
+fn fixture(name: &str) -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/fixtures/gemma3-vision")
+        .join(name)
+}
 
 /// Stops the server however the test ends.
 struct Server(std::process::Child);
@@ -33,6 +41,9 @@ fn start(db: &Path) -> (Server, String, String) {
             .args(["serve", "--port", "0", "--context", CONTEXT])
             .arg("--db")
             .arg(db)
+            // the vision fixture's projector, for the clients' pictures
+            .arg("--mmproj")
+            .arg(fixture("gemma3-vision.mmproj-f16.gguf"))
             .env("COMPANION_API_TOKEN", TOKEN)
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -68,6 +79,7 @@ fn run_client(script: &str, base: &str, model: &str) -> String {
     let out = Command::new("python3")
         .arg(&script)
         .args([base, TOKEN, model, CONTEXT])
+        .arg(fixture("square.png"))
         // the scripts import their shared helpers: no __pycache__ left in the source tree
         .env("PYTHONDONTWRITEBYTECODE", "1")
         .output()
