@@ -22,6 +22,7 @@ use crate::extract::Format;
 use crate::html::html_text;
 use crate::normalize::{Normalizer, normalize};
 use crate::pdf::pdf_text;
+use crate::pdf_pages::{PagePicture, PictureData, pdf_page_pictures};
 
 /// The largest HTML or PDF file read (its parser holds it whole, with its tree or objects).
 pub const MAX_PARSED_BYTES: u64 = 64 << 20;
@@ -56,6 +57,9 @@ enum Body {
     },
     /// Extracted whole at opening (HTML, PDF), normalized.
     Text(String),
+    /// Pictures to be read by a vision encoder: a scanned PDF's pages (no text layer), or a
+    /// picture given as the document.
+    Pages(Vec<PagePicture>),
 }
 
 #[derive(Debug)]
@@ -69,7 +73,7 @@ impl Document {
     /// text) before anything else is done with it.
     pub fn open(path: &Path) -> Result<Document> {
         let format = Format::from_extension(path);
-        if let Some(parsed @ (Format::Html | Format::Pdf)) = format {
+        if let Some(parsed @ (Format::Html | Format::Pdf | Format::Picture)) = format {
             return Document::from_bytes_as(path, read_all(path, parsed)?, format, false);
         }
         let mut file = open_file(path)?;
@@ -85,12 +89,12 @@ impl Document {
             if format.is_none() && scan.head_done() {
                 format = Some(Format::sniff(&scan.head));
             }
-            if matches!(format, Some(Format::Html | Format::Pdf)) {
+            if matches!(format, Some(Format::Html | Format::Pdf | Format::Picture)) {
                 break;
             }
         }
         let format = format.unwrap_or_else(|| Format::sniff(&scan.head));
-        if matches!(format, Format::Html | Format::Pdf) {
+        if matches!(format, Format::Html | Format::Pdf | Format::Picture) {
             // sniffed from its content: parsed whole after all
             drop(file);
             return Document::from_bytes_as(path, read_all(path, format)?, Some(format), false);
@@ -118,8 +122,33 @@ impl Document {
             return Err(Error::Empty { path: path_buf() });
         }
         let format = format.unwrap_or_else(|| Format::sniff(&bytes));
+        let sha256 = hex(Sha256::digest(&bytes).as_slice());
+        let pages = |pages: Vec<PagePicture>| Document {
+            path: path_buf(),
+            format,
+            encoding: None,
+            byte_count: bytes.len() as u64,
+            sha256: sha256.clone(),
+            body: Body::Pages(pages),
+        };
         let (text, encoding) = match format {
-            Format::Pdf => (pdf_text(path, &bytes)?, None),
+            Format::Picture => {
+                return Ok(pages(vec![PagePicture {
+                    page: 1,
+                    picture: PictureData::File(bytes.clone()),
+                }]));
+            }
+            Format::Pdf => {
+                let text = pdf_text(path, &bytes)?;
+                if normalize(&text).trim().is_empty() {
+                    // no text layer: a scan, whose pages are pictures
+                    let pictures = pdf_page_pictures(path, &bytes)?;
+                    if !pictures.is_empty() {
+                        return Ok(pages(pictures));
+                    }
+                }
+                (text, None)
+            }
             Format::Html => {
                 let decoded = decode(&bytes).ok_or_else(|| Error::Binary { path: path_buf() })?;
                 (html_text(path, &decoded.text)?, Some(decoded.encoding))
@@ -141,16 +170,50 @@ impl Document {
             format,
             encoding,
             byte_count: bytes.len() as u64,
-            sha256: hex(Sha256::digest(&bytes).as_slice()),
+            sha256,
             body: Body::Text(text),
         };
         document.ensure_text()?;
         Ok(document)
     }
 
+    /// The pages to read as pictures: a scanned PDF's (no text layer), or the one picture
+    /// given as the document. `None` for a document with text.
+    pub fn pictures(&self) -> Option<&[PagePicture]> {
+        match &self.body {
+            Body::Pages(pages) => Some(pages),
+            _ => None,
+        }
+    }
+
+    /// The same document, its pictures read: `text` (what a vision encoder's model read in
+    /// them) as its text. Refused like any document without text when `text` has none.
+    pub fn read_as(&self, text: &str) -> Result<Document> {
+        let document = Document {
+            path: self.path.clone(),
+            format: self.format,
+            encoding: None,
+            byte_count: self.byte_count,
+            sha256: self.sha256.clone(),
+            body: Body::Text(normalize(text)),
+        };
+        document.ensure_text()?;
+        Ok(document)
+    }
+
     /// The document's text, normalized, in pieces of about 64 KiB that end at line ends.
+    /// A document of pictures ([`Self::pictures`]) has none: refused with a hint.
     pub fn text(&self) -> Result<TextStream<'_>> {
         let inner = match &self.body {
+            Body::Pages(_) => {
+                return Err(Error::NoText {
+                    path: self.path.clone(),
+                    hint: Some(
+                        "its pages are pictures: they are read with the model's vision projector, when it has one"
+                            .into(),
+                    ),
+                });
+            }
             Body::Text(text) => Stream::Text(Some(text)),
             Body::Encoded {
                 source,
@@ -202,7 +265,8 @@ impl Document {
             }
         }
         let hint = match self.format {
-            Format::Pdf => "it may be scanned pages; Companion does not read text in images",
+            Format::Pdf => "and no page pictures to read",
+            Format::Picture => "a picture",
             Format::Html => "the page has markup but no text",
             Format::Text | Format::Markdown => "only whitespace",
         };

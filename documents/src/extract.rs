@@ -1,7 +1,8 @@
 //! A document file to plain text. The format comes from the extension (`.txt`, `.text`, `.md`,
-//! `.markdown`, `.html`, `.htm`, `.xhtml`, `.pdf`), or, for any other name, from the content:
-//! `%PDF-` is a PDF, a leading `<!doctype html` or `<html` is HTML, anything else that decodes
-//! is text. Markdown is kept as written: the model reads it well, and stripping its marks
+//! `.markdown`, `.html`, `.htm`, `.xhtml`, `.pdf`, and pictures: `.png`, `.jpg`, `.jpeg`,
+//! `.webp`, `.gif`), or, for any other name, from the content: `%PDF-` is a PDF, a picture
+//! file's signature a picture, a leading `<!doctype html` or `<html` is HTML, anything else
+//! that decodes is text. Markdown is kept as written: the model reads it well, and stripping its marks
 //! would lose headings. HTML goes through html5ever and `html2text` (`html.rs`), PDFs give
 //! their text layer through `pdf-extract` (`pdf.rs`; a scanned PDF has none), each bounded in
 //! time and memory against files built to exhaust them.
@@ -17,6 +18,9 @@ pub enum Format {
     Markdown,
     Html,
     Pdf,
+    /// A photo or a scan given as the document: PNG, JPEG, WebP or GIF, read by a vision
+    /// encoder rather than as text.
+    Picture,
 }
 
 impl Format {
@@ -26,6 +30,7 @@ impl Format {
             Format::Markdown => "markdown",
             Format::Html => "html",
             Format::Pdf => "pdf",
+            Format::Picture => "picture",
         }
     }
 
@@ -36,6 +41,7 @@ impl Format {
             "md" | "markdown" => Format::Markdown,
             "html" | "htm" | "xhtml" => Format::Html,
             "pdf" => Format::Pdf,
+            "png" | "jpg" | "jpeg" | "webp" | "gif" => Format::Picture,
             _ => return None,
         })
     }
@@ -43,6 +49,15 @@ impl Format {
     pub(crate) fn sniff(bytes: &[u8]) -> Format {
         if bytes.starts_with(b"%PDF-") {
             return Format::Pdf;
+        }
+        let webp = bytes.len() >= 12 && &bytes[..4] == b"RIFF" && &bytes[8..12] == b"WEBP";
+        if bytes.starts_with(b"\x89PNG\r\n\x1a\n")
+            || bytes.starts_with(&[0xFF, 0xD8, 0xFF])
+            || bytes.starts_with(b"GIF87a")
+            || bytes.starts_with(b"GIF89a")
+            || webp
+        {
+            return Format::Picture;
         }
         let head = String::from_utf8_lossy(&bytes[..bytes.len().min(512)]).to_ascii_lowercase();
         let head = head.trim_start_matches('\u{feff}').trim_start();
@@ -100,5 +115,11 @@ mod tests {
         assert_eq!(Format::sniff(b"%PDF-1.4"), Format::Pdf);
         assert_eq!(Format::sniff(b"\n  <!DOCTYPE html><p>x"), Format::Html);
         assert_eq!(Format::sniff(b"hello"), Format::Text);
+        assert_eq!(Format::sniff(b"\x89PNG\r\n\x1a\n...."), Format::Picture);
+        assert_eq!(Format::sniff(b"RIFF\0\0\0\0WEBPVP8 "), Format::Picture);
+        assert_eq!(
+            Format::from_extension(Path::new("scan.JPG")),
+            Some(Format::Picture)
+        );
     }
 }

@@ -3,7 +3,8 @@
 //! engine and the memory store lives in `chat` (see `chat::documents`).
 //!
 //! - [`Document`]: a `.txt`, `.md`, `.html` or `.pdf` file (text layer) opened, checked and
-//!   read as a stream of plain text, with its encoding detected (UTF-8, UTF-16 with a
+//!   read as a stream of plain text (a scanned PDF, or a photo, as the pictures of its pages:
+//!   [`PagePicture`]), with its encoding detected (UTF-8, UTF-16 with a
 //!   byte-order mark, the common legacy encodings) and typed errors for what cannot be read;
 //!   a text file is never held whole in memory;
 //! - [`extract`]: the same, whole, for small documents;
@@ -20,9 +21,11 @@ pub mod extract;
 pub mod html;
 pub mod normalize;
 pub mod pdf;
+pub mod pdf_pages;
 
 pub use chunk::{Chunk, split};
 pub use chunk_stream::{ChunkStream, ChunkText};
 pub use document::{Document, TextStream};
 pub use error::{Error, Result};
 pub use extract::{Extracted, Format, extract, extract_bytes};
+pub use pdf_pages::{PagePicture, PictureData};

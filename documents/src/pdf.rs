@@ -43,12 +43,21 @@ const REFUSED: &str = "CompanionRefused";
 
 /// The text layer of the PDF `bytes` (read from `path`, which names it in errors).
 pub(crate) fn pdf_text(path: &Path, bytes: &[u8]) -> Result<String> {
+    guarded(path, || extract(bytes))
+}
+
+/// Run `work` on the PDF on a thread with a known, ample stack, its panics caught (see the
+/// module docs), its refusal worded for the file at `path`.
+pub(crate) fn guarded<T: Send>(
+    path: &Path,
+    work: impl FnOnce() -> std::result::Result<T, Refusal> + Send + std::panic::UnwindSafe,
+) -> Result<T> {
     let run = std::thread::scope(|scope| {
         std::thread::Builder::new()
             .name("pdf-extract".into())
             .stack_size(STACK_BYTES)
             .spawn_scoped(scope, || {
-                std::panic::catch_unwind(|| extract(bytes)).unwrap_or_else(|panic| {
+                std::panic::catch_unwind(work).unwrap_or_else(|panic| {
                     let message = panic
                         .downcast_ref::<&str>()
                         .map(|s| s.to_string())
@@ -61,12 +70,16 @@ pub(crate) fn pdf_text(path: &Path, bytes: &[u8]) -> Result<String> {
     });
     let path = PathBuf::from(path);
     match run {
-        Ok(Ok(Ok(text))) => Ok(text),
+        Ok(Ok(Ok(value))) => Ok(value),
         Ok(Ok(Err(Refusal::Damaged(message)))) => Err(Error::Pdf { path, message }),
         Ok(Ok(Err(Refusal::TooComplex(reason)))) => Err(Error::TooComplex {
             path,
             format: "pdf",
             reason,
+        }),
+        Ok(Ok(Err(Refusal::Unsupported(reason)))) => Err(Error::NoText {
+            path,
+            hint: Some(reason),
         }),
         // the thread could not start, or died past catch_unwind
         Ok(Err(_)) => Err(Error::Pdf {
@@ -78,12 +91,27 @@ pub(crate) fn pdf_text(path: &Path, bytes: &[u8]) -> Result<String> {
 }
 
 #[derive(Debug)]
-enum Refusal {
+pub(crate) enum Refusal {
     Damaged(String),
     TooComplex(String),
+    /// Readable, but holding nothing Companion reads (a page picture in a format it lacks).
+    Unsupported(String),
 }
 
 fn extract(bytes: &[u8]) -> std::result::Result<String, Refusal> {
+    let doc = load(bytes)?;
+    let damaged = |e: &dyn std::fmt::Display| Refusal::Damaged(e.to_string());
+    let mut text = String::new();
+    {
+        let mut output = pdf_extract::PlainTextOutput::new(&mut text);
+        pdf_extract::output_doc(&doc, &mut output).map_err(|e| damaged(&e))?;
+    }
+    Ok(text)
+}
+
+/// The document, loaded with every stream vetted and the walk over its pages and forms done
+/// (see the module docs); decrypted with the empty password when it is encrypted.
+pub(crate) fn load(bytes: &[u8]) -> std::result::Result<Document, Refusal> {
     let damaged = |e: &dyn std::fmt::Display| Refusal::Damaged(e.to_string());
     let options = lopdf::LoadOptions {
         filter: Some(vet),
@@ -98,12 +126,7 @@ fn extract(bytes: &[u8]) -> std::result::Result<String, Refusal> {
         doc.decrypt("").map_err(|e| damaged(&e))?;
     }
     check(&doc, encrypted)?;
-    let mut text = String::new();
-    {
-        let mut output = pdf_extract::PlainTextOutput::new(&mut text);
-        pdf_extract::output_doc(&doc, &mut output).map_err(|e| damaged(&e))?;
-    }
-    Ok(text)
+    Ok(doc)
 }
 
 /// lopdf's per-object hook at load: a stream that inflates past the limit is emptied and
@@ -120,11 +143,11 @@ fn vet(id: ObjectId, object: &mut Object) -> Option<(ObjectId, Object)> {
     Some((id, Object::Null))
 }
 
-struct TooBig;
+pub(crate) struct TooBig;
 
 /// The stream's content after the filters lopdf would run on it (Flate, LZW, ASCII85, in
 /// order, until one it does not decode), never holding more than `limit` bytes.
-fn decoded(stream: &Stream, limit: u64) -> std::result::Result<Vec<u8>, TooBig> {
+pub(crate) fn decoded(stream: &Stream, limit: u64) -> std::result::Result<Vec<u8>, TooBig> {
     let Ok(filters) = stream.filters() else {
         return Ok(stream.content.clone());
     };
@@ -143,7 +166,7 @@ fn decoded(stream: &Stream, limit: u64) -> std::result::Result<Vec<u8>, TooBig> 
     Ok(data)
 }
 
-fn inflate(input: &[u8], limit: u64) -> std::result::Result<Vec<u8>, TooBig> {
+pub(crate) fn inflate(input: &[u8], limit: u64) -> std::result::Result<Vec<u8>, TooBig> {
     let bounded = |reader: &mut dyn Read| {
         let mut out = Vec::new();
         let result = reader.take(limit + 1).read_to_end(&mut out);
@@ -160,7 +183,7 @@ fn inflate(input: &[u8], limit: u64) -> std::result::Result<Vec<u8>, TooBig> {
     Ok(out)
 }
 
-fn lzw(input: &[u8], limit: u64) -> std::result::Result<Vec<u8>, TooBig> {
+pub(crate) fn lzw(input: &[u8], limit: u64) -> std::result::Result<Vec<u8>, TooBig> {
     let mut decoder = weezl::decode::Decoder::with_tiff_size_switch(weezl::BitOrder::Msb, 8);
     let mut out = Vec::new();
     let mut buf = vec![0u8; 64 * 1024];
@@ -180,7 +203,7 @@ fn lzw(input: &[u8], limit: u64) -> std::result::Result<Vec<u8>, TooBig> {
 }
 
 /// ASCII85 (PDF 32000-1 §7.4.3): it shrinks its input, but for `z`, four zeros per byte.
-fn ascii85(input: &[u8]) -> Vec<u8> {
+pub(crate) fn ascii85(input: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(input.len());
     let (mut group, mut n) = (0u32, 0);
     for &c in input {
@@ -272,7 +295,7 @@ fn parents_end(doc: &Document, page: &Dictionary) -> std::result::Result<(), Ref
 
 /// A page's resources, looked up through its parents as pdf-extract does, refusing a parent
 /// chain that loops or goes on past any real page tree.
-fn inherited_resources<'a>(
+pub(crate) fn inherited_resources<'a>(
     doc: &'a Document,
     page: &'a Dictionary,
 ) -> std::result::Result<Option<&'a Dictionary>, Refusal> {

@@ -18,6 +18,7 @@
 //! session between user turns, waits while the engine asks background work to pause
 //! (thermal state serious or worse), and stops between two decode steps when cancelled.
 
+mod pages;
 pub mod plan;
 
 use std::path::{Path, PathBuf};
@@ -56,6 +57,9 @@ pub struct DocumentParams {
     pub summary_tokens: usize,
     /// Summarize again even if this content was already summarized with these settings.
     pub force: bool,
+    /// The longest text read from one page of pictures (a scan, a photo), in tokens: a dense
+    /// page of print is about 700.
+    pub page_tokens: usize,
     /// Speculative decoding of the summaries (greedy either way: the same summaries).
     #[serde(skip)]
     pub speculation: engine::Speculation,
@@ -67,6 +71,7 @@ impl Default for DocumentParams {
             context: 2048,
             summary_tokens: 128,
             force: false,
+            page_tokens: 1024,
             speculation: engine::Speculation::default(),
         }
     }
@@ -89,6 +94,8 @@ pub struct JobProgress {
     pub remaining_seconds: Option<f64>,
     /// Waiting for the device to cool down.
     pub paused: bool,
+    /// The steps are pages read as pictures (a scan, a photo), not yet summaries.
+    pub reading_pages: bool,
 }
 
 /// A finished job.
@@ -111,8 +118,11 @@ pub struct DocumentSummary {
     /// The whole summary came from the store: nothing was generated.
     pub from_store: bool,
     pub seconds: f64,
-    /// The decoding of the summaries this run made.
+    /// The decoding of the summaries this run made (and of its pages' reading).
     pub decode: DecodeTotals,
+    /// Pages read as pictures (a scanned PDF, a photo); `None` for a document of text.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pages_read: Option<usize>,
 }
 
 /// The decode steps of a job's summaries, summed over them (`companion summarize --json`).
@@ -133,6 +143,13 @@ impl DecodeTotals {
         self.seconds += stats.decode_seconds;
         self.draft_tokens += stats.draft_tokens;
         self.accepted_draft_tokens += stats.accepted_draft_tokens;
+    }
+
+    fn add_totals(&mut self, other: &DecodeTotals) {
+        self.tokens += other.tokens;
+        self.seconds += other.seconds;
+        self.draft_tokens += other.draft_tokens;
+        self.accepted_draft_tokens += other.accepted_draft_tokens;
     }
 
     pub fn tokens_per_second(&self) -> Option<f64> {
@@ -179,7 +196,39 @@ impl DocumentJob<'_> {
     pub fn run_document(
         &self,
         document: &Document,
-        on_progress: impl FnMut(&JobProgress),
+        mut on_progress: impl FnMut(&JobProgress),
+    ) -> Result<DocumentSummary> {
+        let Some(pages) = document.pictures() else {
+            return self.summarize_text(document, None, &mut on_progress);
+        };
+        // a scan or a photo: its pages are read first (each kept as it is read), then their
+        // text is summarized as any document's; progress counts both
+        let read = self.read_pictures(document, pages, &mut on_progress)?;
+        let offset = pages.len();
+        let mut summary = self.summarize_text(
+            &read.document,
+            Some(pages::PAGE_PROMPT_VERSION),
+            &mut |p: &JobProgress| {
+                let mut p = p.clone();
+                p.done += offset;
+                p.total += offset;
+                p.reused += read.reused;
+                on_progress(&p);
+            },
+        )?;
+        summary.reused += read.reused;
+        summary.pages_read = Some(offset);
+        summary.decode.add_totals(&read.decode);
+        Ok(summary)
+    }
+
+    /// Summarize a document of text; `pictures`: its text was read from its pictures with
+    /// this version of the page prompt (part of what its summaries are stored under).
+    fn summarize_text(
+        &self,
+        document: &Document,
+        pictures: Option<u32>,
+        on_progress: &mut dyn FnMut(&JobProgress),
     ) -> Result<DocumentSummary> {
         let started = Instant::now();
         let instruction_tokens = chat_ids(self.engine, CHUNK_INSTRUCTION, "")?
@@ -197,11 +246,19 @@ impl DocumentJob<'_> {
         let key = DocumentKey {
             sha256: document.sha256.clone(),
             model: self.engine.model_sha256()?,
-            settings: serde_json::json!({
-                "context": self.params.context,
-                "summaryTokens": self.params.summary_tokens,
-                "prompt": PROMPT_VERSION,
-            })
+            settings: match pictures {
+                None => serde_json::json!({
+                    "context": self.params.context,
+                    "summaryTokens": self.params.summary_tokens,
+                    "prompt": PROMPT_VERSION,
+                }),
+                Some(pages) => serde_json::json!({
+                    "context": self.params.context,
+                    "summaryTokens": self.params.summary_tokens,
+                    "prompt": PROMPT_VERSION,
+                    "pages": pages,
+                }),
+            }
             .to_string(),
         };
         let shown_path = absolute(&document.path).display().to_string();
@@ -226,6 +283,7 @@ impl DocumentJob<'_> {
                     seconds: started.elapsed().as_secs_f64(),
                     decode,
                     document: done,
+                    pages_read: None,
                 }
             };
         // a finished document is answered before any tokenizing: that is the point of storing it
@@ -280,6 +338,7 @@ impl DocumentJob<'_> {
                 elapsed_seconds: 0.0,
                 remaining_seconds: None,
                 paused: false,
+                reading_pages: false,
             },
             started,
             computed: 0,

@@ -1,5 +1,6 @@
 //! `companion summarize FILE`: summarize a document far longer than the context with
-//! `chat::DocumentJob`, a progress bar on stderr, the summary on stdout (`--json`: one object
+//! `chat::DocumentJob` (a scanned PDF or a photo read page by page through the model's vision
+//! projector first), a progress bar on stderr, the summary on stdout (`--json`: one object
 //! with the summary, the chunks, throughput and peak RSS). Ctrl-C stops between two decode
 //! steps; what was summarized is kept, and the same command resumes from there.
 
@@ -30,6 +31,9 @@ pub struct Args {
     /// The longest summary of a chunk or of a group of summaries, in tokens
     #[arg(long, default_value_t = 128, value_name = "N", value_parser = clap::value_parser!(u32).range(8..=4096))]
     summary_tokens: u32,
+    /// The longest text read from one page of a scanned PDF or a photo, in tokens
+    #[arg(long, default_value_t = 1024, value_name = "N", value_parser = clap::value_parser!(u32).range(16..=8192))]
+    page_tokens: u32,
     #[command(flatten)]
     speculation: SpeculationOption,
     #[command(flatten)]
@@ -41,6 +45,18 @@ pub struct Args {
 pub fn run(args: Args) -> Result<()> {
     // read the file before loading the model: a bad input is answered at once
     let document = documents::Document::open(&args.file)?;
+    let model_path = args.model.model_path();
+    if document.pictures().is_some() && args.model.projector_path(&model_path).is_none() {
+        let model = model_path
+            .file_name()
+            .map_or_else(|| "the model".into(), |n| n.to_string_lossy().into_owned());
+        return Err(
+            anyhow::Error::new(chat::Error::NoProjector { model }).context(format!(
+                "{} is pictures (scanned pages or a photo)",
+                args.file.display()
+            )),
+        );
+    }
     let store = args.store.open()?;
     let engine = args.model.spawn()?;
     let cancel = Arc::new(AtomicBool::new(false));
@@ -57,6 +73,7 @@ pub fn run(args: Args) -> Result<()> {
             summary_tokens: args.summary_tokens as usize,
             force: args.force,
             speculation: args.speculation.speculate,
+            page_tokens: args.page_tokens as usize,
         },
         cancel: &cancel,
     };
@@ -89,6 +106,7 @@ pub fn run(args: Args) -> Result<()> {
             "context": args.model.context,
             "summaryTokens": args.summary_tokens,
             "chunks": done.chunks,
+            "pagesRead": done.pages_read,
             "levels": done.levels,
             "inputTokens": done.input_tokens,
             "reused": done.reused,
@@ -114,13 +132,16 @@ pub fn run(args: Args) -> Result<()> {
     Ok(())
 }
 
-/// `[#########---------------]  7/21 summaries  0:42 elapsed  ~1:10 left`
+/// `[#########---------------]  7/21 steps  chunks  0:42 elapsed  ~1:10 left` (a step: a
+/// page read as a picture, or a summary)
 fn progress_line(p: &JobProgress) -> String {
     let filled = (p.done * BAR_WIDTH)
         .checked_div(p.total)
         .unwrap_or(0)
         .min(BAR_WIDTH);
-    let stage = if p.level == 0 {
+    let stage = if p.reading_pages {
+        "reading pages".to_string()
+    } else if p.level == 0 {
         "chunks".to_string()
     } else {
         format!("combining (level {})", p.level)
@@ -131,7 +152,7 @@ fn progress_line(p: &JobProgress) -> String {
         (false, None) => String::new(),
     };
     format!(
-        "[{}{}] {:>3}/{} summaries  {stage}  {} elapsed{left}   ",
+        "[{}{}] {:>3}/{} steps  {stage}  {} elapsed{left}   ",
         "#".repeat(filled),
         "-".repeat(BAR_WIDTH - filled),
         p.done,
@@ -163,11 +184,12 @@ mod tests {
             elapsed_seconds: 42.4,
             remaining_seconds: Some(3725.0),
             paused: false,
+            reading_pages: false,
         };
         let line = progress_line(&p);
         assert!(
             line.starts_with(
-                "[############------------]   6/12 summaries  chunks  0:42 elapsed  ~1:02:05 left"
+                "[############------------]   6/12 steps  chunks  0:42 elapsed  ~1:02:05 left"
             ),
             "{line}"
         );
@@ -180,5 +202,12 @@ mod tests {
             paused.contains("combining (level 2)") && paused.contains("paused"),
             "{paused}"
         );
+        let pages = progress_line(&JobProgress {
+            reading_pages: true,
+            done: 1,
+            total: 3,
+            ..p
+        });
+        assert!(pages.contains("1/3 steps  reading pages"), "{pages}");
     }
 }

@@ -134,7 +134,7 @@ fn bad_inputs_get_their_messages() {
             "--db",
             db,
         ],
-        "has no extractable text (it may be scanned pages",
+        "has no extractable text (and no page pictures to read)",
     );
     let missing = dir.path().join("missing.md");
     assert_refused(

@@ -121,3 +121,108 @@ fn pictures_without_a_projector_or_that_cannot_be_read_are_refused_in_a_line() {
         "2 picture markers",
     );
 }
+
+/// `companion chat` with pictures, as a user runs it: `--image` for the first message,
+/// `/image FILE` for a later one; both are kept with their messages, the conversation resumes
+/// from its snapshot, and its JSON export embeds both pictures.
+#[test]
+fn chat_keeps_its_pictures_and_resumes_with_them() {
+    use std::io::Write;
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("c.db");
+    let chat = |extra: &[&str], input: &str| {
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_companion"))
+            .args(["chat", "--temperature", "0", "--max-tokens", "6"])
+            .args(["--mmproj", &fixture("gemma3-vision.mmproj-f16.gguf")])
+            .arg("--db")
+            .arg(&db)
+            .args(extra)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(input.as_bytes())
+            .unwrap();
+        let o = child.wait_with_output().unwrap();
+        assert!(o.status.success(), "{}", crate::support::stderr(&o));
+        crate::support::stderr(&o)
+    };
+    let err = chat(
+        &["--image", &fixture("square.png")],
+        &format!(
+            "What is this?\n/image {}\n/image {}\nAnd this one?\n",
+            fixture("README.md"),
+            fixture("wide.png")
+        ),
+    );
+    assert!(err.contains("attached to your next message"), "{err}");
+    // a file that is no picture is said in a line, and the chat goes on
+    assert!(err.contains("error [bad_picture]"), "{err}");
+    let id = err
+        .lines()
+        .find_map(|l| l.strip_prefix("saved as conversation "))
+        .expect("the conversation's id")
+        .trim()
+        .to_string();
+
+    let err = chat(&["--conversation", &id], "Tell me more.\n");
+    assert!(err.contains("resumed from its snapshot"), "{err}");
+
+    let export = json(&crate::support::companion_db(
+        &db,
+        "conversations",
+        &["export", &id, "--format", "json"],
+    ));
+    let embedded = export["images"]
+        .as_array()
+        .expect("the pictures are embedded");
+    assert_eq!(embedded.len(), 2);
+    let with_pictures: Vec<usize> = export["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["images"].as_array().map_or(0, Vec::len))
+        .collect();
+    assert_eq!(with_pictures, [1, 0, 1, 0, 0, 0]);
+
+    // without a projector, `--image` is refused before the chat starts
+    assert_clean_failure(
+        &crate::support::companion_db(&db, "chat", &["--image", &fixture("small.png")]),
+        "projector",
+    );
+}
+
+/// `companion summarize` on a photo: read through the projector, then summarized; without a
+/// projector it is refused before the model loads, in one line.
+#[test]
+fn a_photo_is_summarized_as_a_document() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("c.db");
+    let db = db.to_str().unwrap();
+    let photo = fixture("wide.png");
+    assert_clean_failure(
+        &companion(&["summarize", "--db", db, &photo]),
+        "vision projector",
+    );
+    let out = json(&companion(&[
+        "summarize",
+        "--db",
+        db,
+        "--json",
+        "--mmproj",
+        &fixture("gemma3-vision.mmproj-f16.gguf"),
+        "--summary-tokens",
+        "16",
+        "--page-tokens",
+        "32",
+        &photo,
+    ]));
+    assert_eq!(out["format"], "picture");
+    assert_eq!(out["pagesRead"], 1);
+    assert!(!out["summary"].as_str().unwrap().trim().is_empty(), "{out}");
+}

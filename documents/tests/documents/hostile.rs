@@ -10,39 +10,7 @@ use std::path::Path;
 
 use documents::extract_bytes;
 
-/// A PDF of the given objects (numbered from 1; the first is the catalog) with a valid xref.
-fn pdf(objects: &[Vec<u8>]) -> Vec<u8> {
-    let mut out = b"%PDF-1.5\n".to_vec();
-    let mut offsets = vec![];
-    for (i, body) in objects.iter().enumerate() {
-        offsets.push(out.len());
-        out.extend_from_slice(format!("{} 0 obj\n", i + 1).as_bytes());
-        out.extend_from_slice(body);
-        out.extend_from_slice(b"\nendobj\n");
-    }
-    let xref = out.len();
-    out.extend_from_slice(
-        format!("xref\n0 {}\n0000000000 65535 f \n", objects.len() + 1).as_bytes(),
-    );
-    for o in offsets {
-        out.extend_from_slice(format!("{o:010} 00000 n \n").as_bytes());
-    }
-    out.extend_from_slice(
-        format!(
-            "trailer\n<< /Size {} /Root 1 0 R >>\nstartxref\n{xref}\n%%EOF\n",
-            objects.len() + 1
-        )
-        .as_bytes(),
-    );
-    out
-}
-
-fn stream(dict: &str, data: &[u8]) -> Vec<u8> {
-    let mut v = format!("<< {dict} /Length {} >>\nstream\n", data.len()).into_bytes();
-    v.extend_from_slice(data);
-    v.extend_from_slice(b"\nendstream");
-    v
-}
+use crate::pdf_writer::{pdf, stream};
 
 /// `n` MiB of `byte`, zlib-compressed (about 1,000 to 1).
 fn zlib_of(byte: u8, mib: usize) -> Vec<u8> {

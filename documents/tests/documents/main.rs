@@ -3,3 +3,5 @@
 
 mod extract;
 mod hostile;
+mod pdf_writer;
+mod scanned;

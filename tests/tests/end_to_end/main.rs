@@ -12,5 +12,6 @@ mod engine_recovery;
 mod fuzz_corpus;
 mod generation;
 mod memory_guard;
+mod pictures;
 mod sessions;
 mod thermal;
