@@ -11,6 +11,8 @@ mod conversation_import;
 mod documents;
 #[path = "../../../fuzz/checks/gguf_header.rs"]
 mod gguf_header;
+#[path = "../../../fuzz/checks/picture.rs"]
+mod picture;
 #[path = "../../../fuzz/checks/snapshot_restore.rs"]
 mod snapshot_restore;
 #[path = "../../../fuzz/checks/tokenizer.rs"]
@@ -57,4 +59,9 @@ fn conversation_import_corpus_replays() {
 #[test]
 fn documents_corpus_replays() {
     replay("documents", documents::check);
+}
+
+#[test]
+fn picture_corpus_replays() {
+    replay("picture", picture::check);
 }
