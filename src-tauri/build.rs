@@ -18,6 +18,8 @@ const COMMANDS: &[&str] = &[
     "edit_message",
     "stop_reply",
     "resume_reply",
+    "picture",
+    "dropped_picture",
     "get_settings",
     "set_settings",
     "api_status",

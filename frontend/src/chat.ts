@@ -2,10 +2,13 @@
 // #send, #stop) and the replies streaming into it (send, regenerate, edit, stop). Owns which
 // conversation is open on this side and the draft prefill (`set_draft`, debounced). The Tools
 // switch (#tools-switch) turns the agent's tools on for the open conversation: its replies then
-// show their calls, and a write waits at an approval card until the user answers.
+// show their calls, and a write waits at an approval card until the user answers. Pictures go
+// with a message when the model reads them: attached (#attach and its hidden #attach-input),
+// pasted into the composer or dropped on it, they wait as thumbnails (#pending-pictures) until
+// the message is sent, and a message shows its pictures above its text.
 import type { Channel } from "@tauri-apps/api/core";
 import { call, channel, errorCode, errorText } from "./api";
-import { showError } from "./banner";
+import { showError, showNotice } from "./banner";
 import {
   applyChatEvent,
   beginReply,
@@ -19,6 +22,14 @@ import { debounce } from "./debounce";
 import { el, required } from "./dom";
 import { renderMarkdown } from "./markdown";
 import { emptyChatNode, failureNode, messageNode, paintStreaming, streamingNode } from "./message-view";
+import {
+  cachedPicture,
+  createPictureTray,
+  fillPictures,
+  NO_PROJECTOR_NOTICE,
+  pictureFiles,
+  type PendingPicture,
+} from "./pictures";
 import type { ChatEvent, ConversationItem, MessageView, OpenedConversation, ThermalNotice } from "./types";
 
 export const DRAFT_DEBOUNCE_MS = 150;
@@ -33,6 +44,9 @@ export const OTHER_MODEL_NOTICE =
  *  14% at 200 ms (bench-app's "UI CPU"; 8% with the message list hidden). */
 export const STREAM_PAINT_MS = 200;
 const HIGHLIGHT_MS = 2000;
+/** How long a notice about pictures (none read, some left out) stays. */
+const PICTURE_NOTICE_MS = 10_000;
+export const ATTACH_TITLE = "Attach pictures (PNG, JPEG, WebP or GIF)";
 
 export interface ChatHooks {
   /** A conversation was opened or created (null: none is open any more). */
@@ -61,6 +75,11 @@ export interface ChatView {
   focusComposer(): void;
   /** The loaded model's notice for a new conversation (a base model's), or null. */
   setModelNotice(notice: string | null): void;
+  /** Whether the loaded model reads pictures (a vision projector is loaded beside it). */
+  setReadsPictures(on: boolean): void;
+  /** Picture files dropped on the window (paths the Rust side reads): they wait in the
+   *  composer like attached ones. */
+  addDroppedPictures(paths: string[]): Promise<void>;
 }
 
 interface Stream {
@@ -79,6 +98,11 @@ export function createChat(hooks: ChatHooks): ChatView {
   const sendButton = required<HTMLButtonElement>("#send");
   const stopButton = required<HTMLButtonElement>("#stop");
   const toolsSwitch = required<HTMLInputElement>("#tools-switch");
+  const composerForm = required("#composer-form");
+  const attachButton = required<HTMLButtonElement>("#attach");
+  const attachInput = required<HTMLInputElement>("#attach-input");
+  const tray = createPictureTray(required("#pending-pictures"));
+  let readsPictures = false;
 
   let state: ChatState = emptyChat;
   let modelNotice: string | null = null;
@@ -131,6 +155,7 @@ export function createChat(hooks: ChatHooks): ChatView {
           editText: editing?.id === message.id ? editing.text : null,
           busy,
           html,
+          pictureSrc: cachedPicture,
         }),
       );
     }
@@ -138,6 +163,7 @@ export function createChat(hooks: ChatHooks): ChatView {
     if (state.failure) nodes.push(failureNode(state.failure, state.failure.canRetry && !busy));
     const stick = nearBottom();
     list.replaceChildren(...nodes);
+    fillPictures(list);
     if (stick) scrollToBottom();
   }
 
@@ -222,9 +248,15 @@ export function createChat(hooks: ChatHooks): ChatView {
     }
   }
 
+  /** What a refused send gives back to the composer: its text and its pictures. */
+  interface Unsent {
+    text: string;
+    pictures: PendingPicture[];
+  }
+
   async function runStream(
     start: (ch: Channel<ChatEvent>) => Promise<MessageView>,
-    restoreText: string | null,
+    restore: Unsent | null,
   ): Promise<void> {
     const s: Stream = { settled: false, sawUser: false };
     stream = s;
@@ -241,9 +273,12 @@ export function createChat(hooks: ChatHooks): ChatView {
       }
     } catch (error) {
       if (s === stream && !s.settled) {
-        if (!s.sawUser && restoreText && !composer.value.trim()) {
-          composer.value = restoreText;
-          resizeComposer();
+        if (!s.sawUser && restore) {
+          if (!composer.value.trim()) {
+            composer.value = restore.text;
+            resizeComposer();
+          }
+          tray.restore(restore.pictures);
         }
         state = applyChatEvent(state, {
           event: "error",
@@ -304,7 +339,54 @@ export function createChat(hooks: ChatHooks): ChatView {
     composer.value = "";
     resizeComposer();
     const tools = toolsSwitch.checked;
-    await runStream((ch) => call("send_message", { text, tools, onEvent: ch }), text);
+    const pictures = tray.take();
+    const urls = pictures.map((p) => p.url);
+    await runStream(
+      (ch) => call("send_message", urls.length ? { text, tools, pictures: urls, onEvent: ch } : { text, tools, onEvent: ch }),
+      { text, pictures },
+    );
+  }
+
+  function pictureNotice(text: string): void {
+    showNotice(text, { key: "pictures", timeoutMs: PICTURE_NOTICE_MS });
+  }
+
+  /** Pictures pasted, dropped or picked: they wait in the tray, unless the model reads none. */
+  async function addPictures(files: File[]): Promise<void> {
+    if (!files.length) return;
+    if (!readsPictures) {
+      pictureNotice(NO_PROJECTOR_NOTICE);
+      return;
+    }
+    const problems = await tray.addFiles(files);
+    if (problems.length) pictureNotice(problems.join(" "));
+  }
+
+  async function addDroppedPictures(paths: string[]): Promise<void> {
+    if (!paths.length) return;
+    if (!readsPictures) {
+      pictureNotice(NO_PROJECTOR_NOTICE);
+      return;
+    }
+    const read: { url: string; name: string }[] = [];
+    const problems: string[] = [];
+    for (const path of paths) {
+      const name = path.split(/[\\/]/).pop() || path;
+      try {
+        read.push({ url: await call("dropped_picture", { path }), name });
+      } catch (error) {
+        problems.push(`${name}: ${errorText(error)}`);
+      }
+    }
+    problems.push(...tray.addUrls(read));
+    if (problems.length) pictureNotice(problems.join(" "));
+    composer.focus();
+  }
+
+  function setReadsPictures(on: boolean): void {
+    readsPictures = on;
+    attachButton.disabled = !on;
+    attachButton.title = on ? ATTACH_TITLE : NO_PROJECTOR_NOTICE;
   }
 
   async function stop(): Promise<void> {
@@ -429,7 +511,34 @@ export function createChat(hooks: ChatHooks): ChatView {
   sendButton.addEventListener("click", () => void send());
   stopButton.addEventListener("click", () => void stop());
 
+  composer.addEventListener("paste", (event) => {
+    const files = pictureFiles(event.clipboardData);
+    if (!files.length) return;
+    // a picture alone is not pasted as text; text copied with it still is
+    if (!event.clipboardData?.getData("text/plain")) event.preventDefault();
+    void addPictures(files);
+  });
+  composerForm.addEventListener("dragover", (event) => {
+    if (event.dataTransfer?.types.includes("Files")) event.preventDefault();
+  });
+  composerForm.addEventListener("drop", (event) => {
+    const files = pictureFiles(event.dataTransfer);
+    if (!files.length) return;
+    event.preventDefault();
+    event.stopPropagation();
+    void addPictures(files);
+  });
+  attachButton.addEventListener("click", () => {
+    if (readsPictures) attachInput.click();
+  });
+  attachInput.addEventListener("change", () => {
+    const files = Array.from(attachInput.files ?? []);
+    attachInput.value = "";
+    void addPictures(files);
+  });
+
   setStreamingUi(false);
+  setReadsPictures(false);
   render();
 
   return {
@@ -476,6 +585,8 @@ export function createChat(hooks: ChatHooks): ChatView {
     stop,
     isStreaming: () => stream !== null,
     currentId: () => conversation?.id ?? null,
+    setReadsPictures,
+    addDroppedPictures,
     setModelNotice(notice) {
       if (notice === modelNotice) return;
       modelNotice = notice;

@@ -1,13 +1,15 @@
 // Summarizing documents: the "Summarize a document…" button (`summarize_document`, a native file
 // dialog) and a file dropped anywhere on the window (`summarize_dropped`), with the progress card
 // (#document-progress: summaries done / total, time left, paused, Cancel → `cancel_document`).
-// When the summary is done its conversation opens.
+// When the summary is done its conversation opens. Pictures dropped on the window are not
+// documents: they go to the composer (`onPictures`), to be sent with the next message.
 import type { Channel } from "@tauri-apps/api/core";
 import { getCurrentWebview } from "@tauri-apps/api/webview";
 import { call, channel, errorCode, errorMessage } from "./api";
 import { showError, showNotice } from "./banner";
 import { el, required } from "./dom";
 import { formatTimeLeft } from "./format";
+import { isPicturePath } from "./pictures";
 import type { DocumentEvent, DocumentProgress } from "./types";
 
 export interface DocumentsHooks {
@@ -17,6 +19,8 @@ export interface DocumentsHooks {
   blocked(): string | null;
   /** The loaded model's notice (a base model's: its summaries are continuations), or null. */
   modelNotice(): string | null;
+  /** Picture files were dropped: they wait in the composer for the next message. */
+  onPictures?(paths: string[]): void;
 }
 
 export interface Documents {
@@ -58,6 +62,8 @@ export function createDocuments(hooks: DocumentsHooks): Documents {
   const card = required("#document-progress");
   const button = required<HTMLButtonElement>("#summarize-document");
   const overlay = document.querySelector<HTMLElement>("#drop-overlay");
+  const overlayText = overlay?.querySelector("p") ?? null;
+  const documentOverlayText = overlayText?.textContent ?? "";
   const name = el("strong", { class: "document-name" });
   const cancel = el("button", { type: "button", id: "cancel-document", text: "Cancel" });
   const bar = el("progress", { class: "document-bar", max: 1 });
@@ -197,19 +203,27 @@ export function createDocuments(hooks: DocumentsHooks): Documents {
       try {
         await getCurrentWebview().onDragDropEvent((event) => {
           const payload = event.payload;
+          if (payload.type === "enter" && overlayText) {
+            const pictures = payload.paths.length > 0 && payload.paths.every(isPicturePath) && hooks.onPictures;
+            overlayText.textContent = pictures ? "Drop the pictures to send them with your message" : documentOverlayText;
+          }
           if (payload.type === "enter" || payload.type === "over") {
             if (overlay) overlay.hidden = false;
             return;
           }
           if (overlay) overlay.hidden = true;
-          if (payload.type === "drop" && payload.paths.length) {
-            if (payload.paths.length > 1) {
-              showNotice(`Summarizing ${baseName(payload.paths[0])}; drop the other files one at a time.`, {
+          if (payload.type !== "drop" || !payload.paths.length) return;
+          const pictures = hooks.onPictures ? payload.paths.filter(isPicturePath) : [];
+          if (pictures.length) hooks.onPictures?.(pictures);
+          const files = payload.paths.filter((p) => !pictures.includes(p));
+          if (files.length) {
+            if (files.length > 1) {
+              showNotice(`Summarizing ${baseName(files[0])}; drop the other files one at a time.`, {
                 timeoutMs: 8000,
                 key: "drop",
               });
             }
-            void documents.summarizeDropped(payload.paths[0]);
+            void documents.summarizeDropped(files[0]);
           }
         });
       } catch {

@@ -80,6 +80,8 @@ function boot(): void {
       modelNotice = status.modelNotice;
       chat.setModelNotice(modelNotice);
     }
+    // a model reloaded with (or without) its vision projector: the attach button follows
+    chat.setReadsPictures(status.phase === "ready" && status.readsPictures === true);
   });
 
   // The list as it was before sync last changed it, to see what sync changed.
@@ -169,6 +171,7 @@ function boot(): void {
       await openConversation(conversationId);
     },
     modelNotice: () => modelNotice,
+    onPictures: (paths) => void chat.addDroppedPictures(paths),
     blocked() {
       const now = phase?.phase();
       if (now === "loading") return "Companion is still starting; try again once it is ready.";

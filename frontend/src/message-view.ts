@@ -5,7 +5,9 @@
 // calls as cards above its text (`.tool-call`, data-tool / data-status, the exact arguments and
 // the result's preview in an expandable part), and a write waiting for the user as an approval
 // card (`.approval-card`: the action and the exact arguments; Allow, Allow for this
-// conversation, Deny — Enter allows, Escape denies).
+// conversation, Deny — Enter allows, Escape denies). A message with pictures shows them as
+// thumbnails above its text (`.message-pictures`, `img.message-picture` with data-sha256; the
+// picture itself is set as `src` once read, see pictures.ts).
 import { el } from "./dom";
 import { formatMs, formatTokensPerSecond } from "./format";
 import { renderMarkdown } from "./markdown";
@@ -99,6 +101,26 @@ export interface MessageOptions {
   busy: boolean;
   /** Sanitized HTML of the assistant text (cached by the caller). */
   html: (message: MessageView) => string;
+  /** A stored picture's data URL when it was read already (else the thumbnail waits for it). */
+  pictureSrc?: (sha256: string) => string | null;
+}
+
+/** The thumbnails of a message's pictures, in order; null when it has none. */
+export function picturesNode(message: MessageView, src: (sha256: string) => string | null = () => null): HTMLElement | null {
+  const pictures = message.pictures ?? [];
+  if (!pictures.length) return null;
+  return el(
+    "div",
+    { class: "message-pictures" },
+    ...pictures.map((p, i) =>
+      el("img", {
+        class: "message-picture",
+        "data-sha256": p.sha256,
+        src: src(p.sha256),
+        alt: pictures.length > 1 ? `Picture ${i + 1} of ${pictures.length}` : "Picture",
+      }),
+    ),
+  );
 }
 
 const STOP_NOTES: Partial<Record<ReplyStats["stopReason"], string>> = {
@@ -133,7 +155,9 @@ export function messageNode(message: MessageView, options: MessageOptions): HTML
       "aria-label": "Edit your message",
     });
     input.value = options.editText;
+    // the pictures stay with the edited message
     node.append(
+      picturesNode(message, options.pictureSrc) ?? "",
       input,
       el(
         "div",
@@ -148,6 +172,8 @@ export function messageNode(message: MessageView, options: MessageOptions): HTML
 
   const calls = message.role === "assistant" ? callsNode(storedCalls(message)) : null;
   if (calls) node.append(calls);
+  const pictures = picturesNode(message, options.pictureSrc);
+  if (pictures) node.append(pictures);
   const text = el("div", { class: "message-text" });
   if (message.role === "assistant") {
     text.classList.add("markdown");

@@ -38,6 +38,12 @@ export function modelDetails(model: ModelView): [string, string][] {
     ["KV cache per token", formatBytes(model.kvBytesPerToken)],
     ["Load time", formatMs(model.loadSeconds * 1000)],
     ["Assistant", model.assistant ?? "None (drafts for speculation come from the conversation)"],
+    [
+      "Pictures",
+      model.readsPictures && model.projector
+        ? model.projector
+        : "None: import the model's vision projector (an mmproj file) for it to read pictures",
+    ],
   ];
 }
 
@@ -75,7 +81,13 @@ export function createModelPanel(hooks: ModelPanelHooks): ModelPanel {
   const details = el("dl", { id: "model-details", class: "details" });
   const tuningNotice = el("p", { id: "model-tuning-notice", class: "model-notice", role: "note", hidden: true });
   const files = el("ul", { id: "model-list", class: "model-list" });
-  const importButton = el("button", { type: "button", id: "import-model", class: "primary", text: "Import GGUF…" });
+  const importButton = el("button", {
+    type: "button",
+    id: "import-model",
+    class: "primary",
+    text: "Import GGUF…",
+    title: "A model, or a file paired with one: its Gemma 4 assistant or its vision projector (mmproj)",
+  });
   const message = el("p", { class: "panel-message", role: "status", hidden: true });
   const errorLine = el("p", { class: "panel-error", role: "alert", hidden: true });
   const closeButton = el("button", { type: "button", class: "close", "aria-label": "Close the model panel", title: "Close" });
@@ -194,6 +206,14 @@ export function createModelPanel(hooks: ModelPanelHooks): ModelPanel {
         say(
           `Paired ${modelLabel(file)} with its Gemma 4 assistant` +
             (file.current ? "; it drafts for the model from now on." : "; it drafts once you use the model."),
+        );
+        showFiles(await call("list_models"));
+      } else if (file?.pairedProjector) {
+        say(
+          `Paired ${modelLabel(file)} with its vision projector` +
+            (file.current
+              ? "; it is loading, and the model reads pictures from then on."
+              : "; the model reads pictures once you use it."),
         );
         showFiles(await call("list_models"));
       } else if (file) {

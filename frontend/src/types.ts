@@ -46,6 +46,15 @@ export interface MessageView {
   stats: ReplyStats | null;
   /** The tool calls of a turn with tools, in order (absent for a plain reply). */
   toolCalls?: ToolTurnCall[];
+  /** The pictures attached to a user's message, in order (absent when it has none); read
+   *  for display with the `picture` command. */
+  pictures?: PictureRef[];
+}
+
+/** A picture kept with a message, named by the sha256 of its file. */
+export interface PictureRef {
+  sha256: string;
+  mimeType: string;
 }
 
 /** One call of a turn with tools, as the conversation keeps it with the reply. */
@@ -287,6 +296,10 @@ export interface ModelView {
   loadSeconds: number;
   /** The Gemma 4 assistant that drafts for the model (paired in the library), in one line. */
   assistant?: string | null;
+  /** A vision projector is loaded beside the model: messages may carry pictures. */
+  readsPictures: boolean;
+  /** The projector (paired in the library) in one line, when one is loaded. */
+  projector?: string | null;
 }
 
 export interface ModelFile {
@@ -300,6 +313,8 @@ export interface ModelFile {
   sha256: string | null;
   /** An import's answer only: the file was a Gemma 4 assistant, now paired with this model. */
   pairedAssistant?: boolean;
+  /** An import's answer only: the file was a vision projector, now paired with this model. */
+  pairedProjector?: boolean;
 }
 
 /** What verify_model found: the file hashed again against the sha256 of its import. */
@@ -330,6 +345,8 @@ export interface StatusView {
   /** The loaded model's sentence for the user: set for a base model, which continues text
    *  instead of answering. */
   modelNotice: string | null;
+  /** The loaded model reads pictures (a vision projector is loaded beside it). */
+  readsPictures: boolean;
   /** Grows each time sync brought changes from another device: reload the lists. */
   syncChanges: number;
 }
@@ -386,13 +403,23 @@ export interface Commands {
   /** Prefill the draft (call debounced, ~150 ms after the last keystroke). Never waits. */
   set_draft: { args: { text: string }; result: null };
   /** Resolves with the reply when done; events stream on `onEvent`. */
-  /** tools: the conversation's Tools switch (kept with it); on, the agent loop answers. */
-  send_message: { args: { text: string; tools?: boolean; onEvent: unknown }; result: MessageView };
+  /** tools: the conversation's Tools switch (kept with it); on, the agent loop answers.
+   *  pictures: data URLs of the attached pictures (refused with tools on, code
+   *  pictures_with_tools; by a model without a projector, no_projector; unreadable,
+   *  bad_picture), checked before anything is saved. */
+  send_message: {
+    args: { text: string; tools?: boolean; pictures?: string[]; onEvent: unknown };
+    result: MessageView;
+  };
   regenerate: { args: { onEvent: unknown }; result: MessageView };
   edit_message: { args: { messageId: number; text: string; onEvent: unknown }; result: MessageView };
   stop_reply: { args: Record<string, never>; result: null };
   /** A reply paused because the device is critically hot goes on (at the hot pace). */
   resume_reply: { args: Record<string, never>; result: null };
+  /** A picture of a stored message (MessageView.pictures), as a data URL. */
+  picture: { args: { sha256: string }; result: string };
+  /** path: a picture file the user dropped on the window; checked, as a data URL. */
+  dropped_picture: { args: { path: string }; result: string };
   get_settings: { args: Record<string, never>; result: Settings };
   set_settings: { args: { settings: Settings }; result: SettingsApplied };
   api_status: { args: Record<string, never>; result: ApiStatus };

@@ -1,6 +1,7 @@
 // The whole page booted against a fake backend: start-up opens the most recent conversation,
 // the status line fills, settings validate and save, switching the model goes through the
-// loading view, and a dropped file is summarized with a progress card.
+// loading view, a dropped file is summarized with a progress card, and dropped pictures wait in
+// the composer once the model reads pictures.
 import { beforeAll, describe, expect, it, vi } from "vitest";
 import { fakeBackend, loadPage, press, settle, typeInto, type FakeBackend } from "./page";
 import type { FakeChannel } from "./tauri-mock";
@@ -64,6 +65,8 @@ describe("the app", () => {
   let finishReply: ((value: MessageView) => void) | null = null;
   /** What sync brought: the status poll's counter and the list it changed. */
   let syncChanges = 0;
+  /** The status poll's answer: whether the loaded model reads pictures. */
+  let readsPictures = false;
   let listed = [
     { id: "old", title: "Old", pinned: true, createdAt: 0, updatedAt: 1, messageCount: 2, preview: null, tools: false },
     { id: "recent", title: "Recent", pinned: false, createdAt: 0, updatedAt: 9, messageCount: 2, preview: null, tools: false },
@@ -85,6 +88,7 @@ describe("the app", () => {
         thermalMessage: "The device is warm; replies are paced at 70%.",
         busy: false,
         modelNotice: BASE_NOTICE,
+        readsPictures,
         syncChanges,
       }),
       list_conversations: () => listed,
@@ -124,6 +128,8 @@ describe("the app", () => {
         loadSeconds: 1.5,
         tuning: "base",
         tuningNotice: BASE_NOTICE,
+        readsPictures: false,
+        projector: null,
       }),
       list_models: () =>
         [
@@ -165,6 +171,7 @@ describe("the app", () => {
         return new Promise((resolve) => (finishReply = resolve));
       }) as never,
       resume_reply: () => null,
+      dropped_picture: ({ path }) => `data:image/png;base64,${btoa(path)}`,
     });
     await import("../src/main");
     await settle(450);
@@ -372,6 +379,42 @@ describe("the app", () => {
     expect(backend.callsOf("open_conversation").at(-1)).toEqual({ id: "doc" });
     expect($("#conversation-title").textContent).toBe("report.txt");
   });
+
+  it("keeps dropped pictures for the next message once the model reads pictures", async () => {
+    const attach = $<HTMLButtonElement>("#attach");
+    const summaries = backend.callsOf("summarize_dropped").length;
+    // the model has no projector: the attach button says why, and a dropped picture is not
+    // summarized as a document, nor kept
+    expect(attach.disabled).toBe(true);
+    expect(attach.title).toContain("reads no pictures");
+    drop.handler!({ payload: { type: "enter", paths: ["/tmp/cat.png"], position: { x: 0, y: 0 } } });
+    expect($("#drop-overlay").textContent).toContain("pictures");
+    drop.handler!({ payload: { type: "drop", paths: ["/tmp/cat.png"], position: { x: 0, y: 0 } } });
+    await settle();
+    expect($("#notices").textContent).toContain(
+      "This model reads no pictures: import its vision projector (an mmproj file) beside it.",
+    );
+    expect(backend.callsOf("dropped_picture")).toHaveLength(0);
+    expect(backend.callsOf("summarize_dropped")).toHaveLength(summaries);
+    expect($("#pending-pictures").hidden).toBe(true);
+
+    // the model was reloaded with its projector: the next status poll enables the button
+    readsPictures = true;
+    await settle(2200);
+    expect(attach.disabled).toBe(false);
+    drop.handler!({ payload: { type: "drop", paths: ["/tmp/cat.png", "/tmp/dog.JPG"], position: { x: 0, y: 0 } } });
+    await settle();
+    expect(backend.callsOf("dropped_picture")).toEqual([{ path: "/tmp/cat.png" }, { path: "/tmp/dog.JPG" }]);
+    const thumbs = $$("#pending-pictures .pending-picture img");
+    expect(thumbs.map((i) => i.getAttribute("alt"))).toEqual(["cat.png", "dog.JPG"]);
+    expect(thumbs[0].getAttribute("src")).toBe(`data:image/png;base64,${btoa("/tmp/cat.png")}`);
+    expect(backend.callsOf("summarize_dropped")).toHaveLength(summaries);
+    $("#pending-pictures .remove-picture").click();
+    expect($$("#pending-pictures .pending-picture img").map((i) => i.getAttribute("alt"))).toEqual(["dog.JPG"]);
+    $("#pending-pictures .remove-picture").click();
+    expect($("#pending-pictures").hidden).toBe(true);
+    readsPictures = false;
+  }, 10_000);
 
   it("Ctrl+K focuses the search box", () => {
     press(document.body, "k", { ctrlKey: true });

@@ -105,6 +105,8 @@ pub fn builder<R: Runtime>(builder: tauri::Builder<R>, config: AppConfig) -> tau
             commands::chat::edit_message,
             commands::chat::stop_reply,
             commands::chat::resume_reply,
+            commands::pictures::picture,
+            commands::pictures::dropped_picture,
             commands::settings::get_settings,
             commands::settings::set_settings,
             commands::settings::api_status,

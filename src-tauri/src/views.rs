@@ -3,7 +3,7 @@
 //! each message (`Message::timings`, the engine's `GenerationStats`) and shown from there.
 
 use engine::{GenerationStats, StopReason};
-use memory::{ConversationListItem, Message, MessageStatus, Role, SearchHit};
+use memory::{ConversationListItem, ImageRef, Message, MessageStatus, Role, SearchHit};
 use serde::Serialize;
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -88,6 +88,10 @@ pub struct MessageView {
     /// The tool calls of a turn with tools, in order (none for a plain reply).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tool_calls: Option<Vec<chat::ToolTurnCall>>,
+    /// The pictures attached to a user's message, in order, each `{sha256, mimeType}` (read
+    /// for display with the `picture` command); absent when it has none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub pictures: Vec<ImageRef>,
 }
 
 impl From<&Message> for MessageView {
@@ -104,6 +108,7 @@ impl From<&Message> for MessageView {
                 .as_ref()
                 .and_then(|t| stats_from_timings(t, m.status)),
             tool_calls: chat::manager::calls_of(m),
+            pictures: m.images.clone(),
         }
     }
 }

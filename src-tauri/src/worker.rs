@@ -167,19 +167,42 @@ impl Worker {
         self.shared.loading("Loading the model");
         engine::device::set_threads(self.settings.threads);
         let mut config = self.settings.engine_config();
-        // the model's Gemma 4 assistant, when the library pairs one with it (auto speculation
-        // drafts with it); a library that cannot say loads the model alone
-        config.assistant_path =
-            chat::paired::paired_for(&store, memory::Pairing::Assistant, &config.model_path)
-                .unwrap_or_else(|e| {
-                    tracing::warn!(
-                        code = e.code(),
-                        "the model's assistant could not be looked up"
-                    );
-                    None
-                });
-        let engine = match EngineHandle::spawn(config) {
+        // the model's Gemma 4 assistant (auto speculation drafts with it) and its vision
+        // projector (messages may then carry pictures), when the library pairs them with it;
+        // a library that cannot say loads the model alone
+        let paired = |pairing| {
+            chat::paired::paired_for(&store, pairing, &config.model_path).unwrap_or_else(|e| {
+                tracing::warn!(
+                    code = e.code(),
+                    ?pairing,
+                    "the model's paired file could not be looked up"
+                );
+                None
+            })
+        };
+        let (assistant_path, projector_path) = (
+            paired(memory::Pairing::Assistant),
+            paired(memory::Pairing::Projector),
+        );
+        config.assistant_path = assistant_path;
+        config.projector_path = projector_path;
+        let engine = match EngineHandle::spawn(config.clone()) {
             Ok(engine) => engine,
+            // a projector that does not load costs the pictures, not the model: the model is
+            // loaded again without it, and only if that works was the projector the cause
+            Err(e) if config.projector_path.is_some() => {
+                config.projector_path = None;
+                match EngineHandle::spawn(config) {
+                    Ok(engine) => {
+                        tracing::warn!(code = e.code(), error = %e, "the vision projector did not load; the model runs without it");
+                        self.shared.notice(crate::error::sentence(&format!(
+                            "the model's vision projector could not be loaded ({e}), so the model reads no pictures; import the projector again in the model panel"
+                        )));
+                        engine
+                    }
+                    Err(e) => return self.shared.failed(load_error(e, &self.settings)),
+                }
+            }
             Err(e) => return self.shared.failed(load_error(e, &self.settings)),
         };
         for notice in [engine.device_notice(), engine.memory_notice().as_deref()]

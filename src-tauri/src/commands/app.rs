@@ -25,6 +25,8 @@ pub struct StatusView {
     pub busy: bool,
     /// The loaded model's sentence for the user: a base model's (it continues text).
     pub model_notice: Option<String>,
+    /// The loaded model reads pictures (a vision projector is loaded beside it).
+    pub reads_pictures: bool,
     /// Grows each time sync brought changes from another device: the window reloads its lists.
     pub sync_changes: u64,
 }
@@ -52,6 +54,9 @@ pub fn status(state: State<'_, AppState>) -> StatusView {
         model_notice: engine
             .as_ref()
             .and_then(|e| crate::commands::model::base_model_notice(&e.info())),
+        reads_pictures: engine
+            .as_ref()
+            .is_some_and(|e| e.info().projector.is_some()),
         sync_changes: state.sync.as_ref().map_or(0, |s| s.changes()),
     }
 }

@@ -75,21 +75,43 @@ pub(crate) fn apply_latest_draft(w: &mut Worker) {
 
 /// Send `text` in the open conversation (one is created if none is open). `tools`, when
 /// given, is the conversation's Tools switch as the user left it: it is kept with the
-/// conversation, and with it on the agent loop answers.
+/// conversation, and with it on the agent loop answers. `pictures`: the pictures attached to
+/// the message, as data URLs (or bare base64); they are checked before anything is committed,
+/// and refused when the model reads no pictures (`no_projector`) or with tools on.
 #[tauri::command]
 pub async fn send_message(
     state: State<'_, AppState>,
     text: String,
     tools: Option<bool>,
+    pictures: Option<Vec<String>>,
     on_event: Channel<ChatEvent>,
 ) -> Result<MessageView> {
     if text.trim().is_empty() {
         return Err(AppError::new("empty_message", "Type a message first."));
     }
+    let pictures = pictures.unwrap_or_default();
+    let pictures = if pictures.is_empty() {
+        Vec::new()
+    } else {
+        // a photo takes a while to decode: not on the command's async thread
+        tauri::async_runtime::spawn_blocking(move || {
+            crate::commands::pictures::decode_pictures(&pictures)
+        })
+        .await
+        .map_err(|e| {
+            AppError::new(
+                "bad_picture",
+                format!("The pictures could not be read ({e}); attach them again."),
+            )
+        })??
+    };
     state.shared.set_draft("");
     state
         .worker
         .call(move |w| {
+            if !pictures.is_empty() {
+                refuse_pictures_unread(w, &pictures, tools)?;
+            }
             let id = ensure_open(w)?;
             let store = w.manager()?.store();
             let mut settings = store.conversation(&id)?.settings;
@@ -106,11 +128,62 @@ pub async fn send_message(
             } else {
                 turn(w, &on_event, |w, params, on| {
                     let cancel = w.shared.reply_cancel.clone();
-                    Ok(w.manager()?.send(&text, params, &cancel, on)?.into())
+                    Ok(w.manager()?
+                        .send_with_pictures(&text, &pictures, params, &cancel, on)?
+                        .into())
                 })
             }
         })
         .await
+}
+
+/// The one line that refuses pictures in a turn with tools (the agent loop sends text only).
+pub fn pictures_with_tools() -> AppError {
+    AppError::new(
+        "pictures_with_tools",
+        "Pictures and tools together are not supported yet; turn Tools off for this message, or send it without its pictures.",
+    )
+}
+
+/// Before anything is committed (no conversation created, no switch saved): pictures need a
+/// model that reads them and a turn without tools. `tools`: the switch as sent, else the open
+/// conversation's.
+fn refuse_pictures_unread(
+    w: &mut Worker,
+    pictures: &[chat::Picture],
+    tools: Option<bool>,
+) -> Result<()> {
+    w.manager()?.check_reads_pictures(pictures)?;
+    if tools.map_or_else(|| tools_on(w), Ok)? {
+        return Err(pictures_with_tools());
+    }
+    Ok(())
+}
+
+/// A turn with tools sends text only: regenerating or editing a message that has pictures
+/// with tools on would drop them, so it is refused before the message is taken back.
+fn refuse_tools_for_pictures(w: &mut Worker, message: Option<memory::MessageId>) -> Result<()> {
+    let manager = w.manager()?;
+    let store = manager.store();
+    let has_pictures = match message {
+        // a message that is not there is refused as the edit itself refuses it
+        Some(id) => store.message(id).is_ok_and(|m| !m.images.is_empty()),
+        None => {
+            let Some(open) = manager.open_conversation() else {
+                return Ok(());
+            };
+            store
+                .messages(open)?
+                .iter()
+                .rev()
+                .find(|m| m.role == memory::Role::User)
+                .is_some_and(|m| !m.images.is_empty())
+        }
+    };
+    if has_pictures {
+        return Err(pictures_with_tools());
+    }
+    Ok(())
 }
 
 #[tauri::command]
@@ -122,6 +195,7 @@ pub async fn regenerate(
         .worker
         .call(move |w| {
             if tools_on(w)? {
+                refuse_tools_for_pictures(w, None)?;
                 return turn(w, &on_event, |w, params, on| {
                     tool_turn(w, ToolInput::Regenerate, params, on)
                 });
@@ -152,6 +226,7 @@ pub async fn edit_message(
         .call(move |w| {
             let id = memory::MessageId(message_id);
             if tools_on(w)? {
+                refuse_tools_for_pictures(w, Some(id))?;
                 return turn(w, &on_event, |w, params, on| {
                     tool_turn(w, ToolInput::Edit(id, text), params, on)
                 });

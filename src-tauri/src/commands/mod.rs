@@ -8,6 +8,7 @@ pub mod conversations;
 pub mod documents;
 pub mod logs;
 pub mod model;
+pub mod pictures;
 pub mod servers;
 pub mod settings;
 pub mod sync;

@@ -42,6 +42,10 @@ pub struct ModelView {
     /// The Gemma 4 assistant the library pairs with the model and that drafts for it (its
     /// layout in one line), if any.
     pub assistant: Option<String>,
+    /// A vision projector is loaded beside the model: messages may carry pictures.
+    pub reads_pictures: bool,
+    /// The projector's tower and what a picture becomes, in one line, if one is loaded.
+    pub projector: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -60,6 +64,9 @@ pub struct ModelFileView {
     /// An import's answer only: the file was a Gemma 4 assistant, now paired with this model.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub paired_assistant: bool,
+    /// An import's answer only: the file was a vision projector, now paired with this model.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub paired_projector: bool,
 }
 
 fn file_name(path: &Path) -> String {
@@ -105,6 +112,8 @@ pub async fn model_info(state: State<'_, AppState>) -> Result<Option<ModelView>>
         kv_bytes_per_token: info.kv_bytes_per_token,
         load_seconds: info.load_seconds,
         assistant: info.assistant.as_ref().map(|a| a.description.clone()),
+        reads_pictures: info.projector.is_some(),
+        projector: info.projector.as_ref().map(|p| p.description.clone()),
     }))
 }
 
@@ -152,6 +161,7 @@ fn view(path: &Path, current: &Path) -> ModelFileView {
         version: None,
         sha256: None,
         paired_assistant: false,
+        paired_projector: false,
     }
 }
 
@@ -225,7 +235,7 @@ pub async fn import_model<R: Runtime>(
     let models_dir = state.config.models_dir.clone();
     let database = state.config.database.clone();
     let current = state.settings().model_path();
-    let (imported, paired_assistant) = tauri::async_runtime::spawn_blocking(move || {
+    let (imported, pairing) = tauri::async_runtime::spawn_blocking(move || {
         import_file(
             &source,
             &models_dir,
@@ -240,43 +250,53 @@ pub async fn import_model<R: Runtime>(
             format!("The import stopped unexpectedly ({e}); try again."),
         )
     })??;
+    Ok(Some(imported_view(&state, &imported, pairing, &current)?))
+}
+
+/// What an import answers, once the file is in the library: the model it is (or, for a file
+/// paired with a model, that model). A Gemma 4 assistant or a vision projector paired with the
+/// model in use loads now: the engine reloads with it (the conversation reopened), as it
+/// would at the model's next load.
+pub fn imported_view(
+    state: &AppState,
+    imported: &ModelRecord,
+    pairing: Option<memory::Pairing>,
+    current: &Path,
+) -> Result<ModelFileView> {
     let view = ModelFileView {
         name: Some(imported.name.clone()),
         version: Some(imported.version),
         sha256: Some(imported.sha256.clone()),
-        paired_assistant,
-        ..view(Path::new(&imported.path), &current)
+        paired_assistant: pairing == Some(memory::Pairing::Assistant),
+        paired_projector: pairing == Some(memory::Pairing::Projector),
+        ..view(Path::new(&imported.path), current)
     };
-    if paired_assistant && view.current {
-        // the model in use drafts with its new assistant from the next load: load it now
-        state.shared.loading("Loading the model's assistant");
+    if let Some(pairing) = pairing
+        && view.current
+    {
+        state.shared.loading(match pairing {
+            memory::Pairing::Assistant => "Loading the model's assistant",
+            memory::Pairing::Projector => "Loading the model's vision projector",
+        });
         state
             .shared
             .reply_cancel
             .store(true, std::sync::atomic::Ordering::Relaxed);
         state.worker.spawn(|w| w.reload())?;
     }
-    Ok(Some(view))
+    Ok(view)
 }
 
 /// Check `source` as a Gemma GGUF and keep it in the library of `database`, copied into
 /// `models_dir` (chat::models: through a temporary file, hashed, nothing left on failure).
-/// A Gemma 4 assistant is paired with the model it drafts for: that model's record, and `true`.
+/// A Gemma 4 assistant or a vision projector (`mmproj`) is paired with the model it fits, as
+/// `companion models import` pairs it (chat::paired): that model's record, and the pairing.
 pub fn import_file(
     source: &Path,
     models_dir: &Path,
     database: &Path,
     progress: &mut dyn FnMut(u64, u64),
-) -> Result<(ModelRecord, bool)> {
-    if engine::is_projector_file(source) {
-        // the app does not show pictures yet: a projector paired here would load for nothing
-        return Err(AppError::new(
-            "unsupported_model",
-            "This is a vision projector, and the app does not read pictures yet. The command \
-             line does: `companion models import` pairs it with its model."
-                .to_string(),
-        ));
-    }
+) -> Result<(ModelRecord, Option<memory::Pairing>)> {
     let store = memory::Store::open(database)?.store;
     let imported = chat::models::import_model(&store, models_dir, source, None, progress).map_err(
         |e| match e {
@@ -290,7 +310,7 @@ pub fn import_file(
             e => e.into(),
         },
     )?;
-    Ok((imported.model, imported.paired.is_some()))
+    Ok((imported.model, imported.paired.map(|p| p.kind)))
 }
 
 /// The library's record of the model at `path`; a file the library does not know is refused

@@ -102,6 +102,7 @@ async fn a_turn_streams_in_order_and_the_sidebar_sees_it() {
         state.clone(),
         "Name three colors of the rainbow.".into(),
         None,
+        None,
         channel,
     )
     .await
@@ -226,6 +227,7 @@ async fn stop_keeps_the_partial_reply_as_stopped() {
         state.clone(),
         "Write a long story about a lighthouse keeper.".into(),
         None,
+        None,
         channel,
     )
     .await
@@ -290,7 +292,7 @@ async fn after_a_restart_the_conversation_resumes_from_its_snapshot() {
             .conversation
             .id;
         let (channel, _) = recorder();
-        first = chat_cmd::send_message(state.clone(), "Say hello.".into(), None, channel)
+        first = chat_cmd::send_message(state.clone(), "Say hello.".into(), None, None, channel)
             .await
             .unwrap();
         companion_app::on_exit(app.handle());
@@ -362,6 +364,7 @@ about the ships that were saved and the ones that were lost on the reef below.\n
         state.clone(),
         "When was it automated?".into(),
         None,
+        None,
         channel,
     )
     .await
@@ -396,7 +399,7 @@ async fn engine_settings_and_a_model_switch_reload_and_reopen_the_conversation()
         .conversation
         .id;
     let (channel, _) = recorder();
-    chat_cmd::send_message(state.clone(), "Hello.".into(), None, channel)
+    chat_cmd::send_message(state.clone(), "Hello.".into(), None, None, channel)
         .await
         .unwrap();
     let info = model::model_info(state.clone()).await.unwrap().unwrap();
@@ -700,4 +703,261 @@ async fn the_local_api_follows_its_switch_and_serves_the_loaded_model() {
         );
         std::thread::sleep(Duration::from_millis(50));
     }
+}
+
+fn vision_fixture(name: &str) -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/fixtures/gemma3-vision")
+        .join(name)
+}
+
+/// The default model as a model of the library, in the app's models directory (linked where
+/// the file system allows, else copied; imported where it lies, so not copied again).
+fn default_model_in_library(cfg: &AppConfig) -> std::path::PathBuf {
+    use companion_app::commands::model;
+    std::fs::create_dir_all(&cfg.models_dir).unwrap();
+    let in_use = cfg.models_dir.join("gemma.gguf");
+    if std::fs::hard_link(engine::default_model_path(), &in_use).is_err() {
+        std::fs::copy(engine::default_model_path(), &in_use).unwrap();
+    }
+    model::import_file(&in_use, &cfg.models_dir, &cfg.database, &mut |_, _| {}).unwrap();
+    in_use
+}
+
+/// The app's pictures on the real default model with the vision fixture's projector: the
+/// projector imported in the model panel's way pairs with the model in use and loads at once;
+/// a message sent with a picture keeps it (listed by its message, read back by sha256, kept by
+/// a regenerate); a picture that is not one, or pictures with tools on, are refused before
+/// anything is saved.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_picture_goes_with_its_message_once_the_projector_is_imported() {
+    use companion_app::commands::{model, pictures};
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path());
+    let in_use = default_model_in_library(&cfg);
+    write_settings(dir.path(), json!({ "modelPath": in_use }));
+    let app = start(dir.path());
+    assert_eq!(wait_ready(&app).phase, Phase::Ready);
+    let state = app.state::<AppState>();
+    let info = model::model_info(state.clone()).await.unwrap().unwrap();
+    assert!(!info.reads_pictures && info.projector.is_none());
+    assert!(!app::status(state.clone()).reads_pictures);
+
+    // the projector is paired with the model in use, as `companion models import` pairs it,
+    // and the engine reloads with it
+    let (paired_with, pairing) = model::import_file(
+        &vision_fixture("gemma3-vision.mmproj-f16.gguf"),
+        &cfg.models_dir,
+        &cfg.database,
+        &mut |_, _| {},
+    )
+    .unwrap();
+    assert_eq!(pairing, Some(memory::Pairing::Projector));
+    let view = model::imported_view(
+        &state,
+        &paired_with,
+        pairing,
+        &state.settings().model_path(),
+    )
+    .unwrap();
+    assert!(view.paired_projector && view.current && !view.paired_assistant);
+    assert_eq!(
+        serde_json::to_value(&view).unwrap()["pairedProjector"],
+        json!(true)
+    );
+    assert_eq!(wait_ready(&app).phase, Phase::Ready);
+    let info = model::model_info(state.clone()).await.unwrap().unwrap();
+    assert!(info.reads_pictures, "the paired projector loaded");
+    assert!(info.projector.as_deref().is_some_and(|p| !p.is_empty()));
+    assert!(app::status(state.clone()).reads_pictures);
+
+    let picture_bytes = std::fs::read(vision_fixture("small.png")).unwrap();
+    let picture = pictures::data_url("image/png", &picture_bytes);
+    conversations::create_conversation(state.clone())
+        .await
+        .unwrap();
+    let (channel, events) = recorder();
+    let reply = chat_cmd::send_message(
+        state.clone(),
+        "What is in this picture?".into(),
+        None,
+        Some(vec![picture.clone()]),
+        channel,
+    )
+    .await
+    .unwrap();
+    assert_eq!(reply.seq, 1);
+    assert!(reply.pictures.is_empty(), "the reply has none");
+    let user = events.lock().unwrap()[0].clone();
+    assert_eq!(user["event"], "user");
+    let sha256 = user["data"]["pictures"][0]["sha256"]
+        .as_str()
+        .expect("the user's message lists its picture")
+        .to_string();
+    assert_eq!(user["data"]["pictures"][0]["mimeType"], "image/png");
+    assert_eq!(sha256.len(), 64);
+    let id = state.shared.open().unwrap();
+    let stored = conversations::open_conversation(state.clone(), id.0.clone())
+        .await
+        .unwrap();
+    assert_eq!(stored.messages[0].pictures.len(), 1);
+    assert_eq!(stored.messages[0].pictures[0].sha256, sha256);
+    // the prompt counted the picture's rows: more than the words alone
+    let prompt_tokens = reply.stats.as_ref().unwrap().prompt_tokens;
+    assert!(prompt_tokens > 16, "{prompt_tokens} prompt tokens");
+
+    // read back for its thumbnail, by sha256 only
+    let shown = pictures::picture(state.clone(), sha256.clone())
+        .await
+        .unwrap();
+    assert_eq!(shown, picture);
+    let not_a_sha = pictures::picture(state.clone(), "../companion.db".into())
+        .await
+        .unwrap_err();
+    assert_eq!(not_a_sha.code, "invalid_argument", "{not_a_sha:?}");
+    let unknown = pictures::picture(state.clone(), "0".repeat(64))
+        .await
+        .unwrap_err();
+    assert_eq!(unknown.code, "picture_not_found");
+
+    // refused before anything is saved: not a picture; pictures with tools on
+    let count = || async {
+        conversations::list_conversations(state.clone())
+            .await
+            .unwrap()[0]
+            .message_count
+    };
+    assert_eq!(count().await, 2);
+    let (channel, events) = recorder();
+    let bad = chat_cmd::send_message(
+        state.clone(),
+        "And this?".into(),
+        None,
+        Some(vec![
+            picture.clone(),
+            "data:image/png;base64,aGVsbG8=".into(),
+        ]),
+        channel,
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(bad.code, "bad_picture");
+    assert!(
+        bad.message.starts_with("Picture 2 of 2:"),
+        "{}",
+        bad.message
+    );
+    assert!(events.lock().unwrap().is_empty());
+    let (channel, _) = recorder();
+    let with_tools = chat_cmd::send_message(
+        state.clone(),
+        "And this?".into(),
+        Some(true),
+        Some(vec![picture.clone()]),
+        channel,
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(with_tools.code, "pictures_with_tools");
+    assert_eq!(count().await, 2);
+    assert!(
+        !conversations::list_conversations(state.clone())
+            .await
+            .unwrap()[0]
+            .tools,
+        "the refused message did not turn the tools on"
+    );
+
+    // a regenerate answers the message with its picture again
+    let (channel, _) = recorder();
+    let again = chat_cmd::regenerate(state.clone(), channel).await.unwrap();
+    assert_eq!(again.seq, 1);
+    assert_eq!(again.text, reply.text, "greedy: the same reply");
+    let stored = conversations::open_conversation(state.clone(), id.0.clone())
+        .await
+        .unwrap();
+    assert_eq!(stored.messages[0].pictures[0].sha256, sha256);
+
+    // on a model without its projector (the same weights, outside the library) the message
+    // cannot be answered again: refused before it and its reply are taken back
+    let bare = cfg.models_dir.join("bare-gemma.gguf");
+    std::fs::hard_link(&in_use, &bare)
+        .or_else(|_| std::fs::copy(&in_use, &bare).map(|_| ()))
+        .unwrap();
+    model::switch_model(
+        app.handle().clone(),
+        state.clone(),
+        bare.display().to_string(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(wait_ready(&app).phase, Phase::Ready);
+    assert!(!app::status(state.clone()).reads_pictures);
+    let (channel, _) = recorder();
+    let refused = chat_cmd::regenerate(state.clone(), channel)
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code, "no_projector");
+    let stored = conversations::open_conversation(state.clone(), id.0)
+        .await
+        .unwrap();
+    assert_eq!(stored.messages.len(), 2, "nothing was taken back");
+    assert_eq!(stored.messages[0].pictures[0].sha256, sha256);
+    assert_eq!(stored.messages[1].text, reply.text);
+    companion_app::on_exit(app.handle());
+}
+
+/// The default model alone reads no pictures: a message with one is refused with
+/// `no_projector`, and nothing is kept (no conversation, no message, no picture file).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_picture_to_a_model_without_a_projector_is_refused_and_nothing_is_kept() {
+    use companion_app::commands::{model, pictures};
+    let t = fresh();
+    let state = t.app.state::<AppState>();
+    let info = model::model_info(state.clone()).await.unwrap().unwrap();
+    assert!(!info.reads_pictures);
+    assert_eq!(
+        serde_json::to_value(&info).unwrap()["readsPictures"],
+        json!(false)
+    );
+    let picture = pictures::data_url(
+        "image/png",
+        &std::fs::read(vision_fixture("square.png")).unwrap(),
+    );
+    let (channel, events) = recorder();
+    let refused = chat_cmd::send_message(
+        state.clone(),
+        "What is this?".into(),
+        None,
+        Some(vec![picture]),
+        channel,
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(refused.code, "no_projector");
+    assert!(
+        refused.message.contains("reads no pictures") && refused.message.contains("mmproj"),
+        "{}",
+        refused.message
+    );
+    assert!(events.lock().unwrap().is_empty());
+    assert!(
+        conversations::list_conversations(state.clone())
+            .await
+            .unwrap()
+            .is_empty(),
+        "no conversation was created for it"
+    );
+    let images = state.config.database.with_file_name("companion.db.images");
+    assert!(
+        std::fs::read_dir(&images).map_or(true, |mut d| d.next().is_none()),
+        "no picture file was kept"
+    );
+
+    // the same message without its picture is answered as ever
+    let (channel, _) = recorder();
+    let reply = chat_cmd::send_message(state.clone(), "What is this?".into(), None, None, channel)
+        .await
+        .unwrap();
+    assert_eq!(reply.seq, 1);
 }

@@ -1,7 +1,8 @@
 //! End to end on the real app and the real model: the built `companion-app` in WebKitGTK,
 //! driven over WebDriver (tauri-driver + WebKitWebDriver) the way a user would: type and watch
 //! the reply stream in, stop a reply, create / switch / rename / search / delete
-//! conversations, restart the app and find the conversation with its history. Screenshots of
+//! conversations, restart the app and find the conversation with its history, paste a picture
+//! and see it in the sent message (a model with its vision projector). Screenshots of
 //! the main views go to `$CARGO_TARGET_TMPDIR/e2e-screenshots/`. It prints the app's
 //! start-to-ready time and the UI's send-to-first-token time with and without a typed draft.
 //!
@@ -527,4 +528,114 @@ async fn the_app_end_to_end() {
     println!(
         "UI send to first token: {cold_ms:.0} ms without a draft, {drafted_ms:.0} ms with a typed draft"
     );
+}
+
+/// Pictures in the real webview: the default model with the vision fixture's projector, both
+/// imported into the library the app's way (the projector pairs with the model); a picture
+/// pasted into the composer waits as a thumbnail, goes with the message, and the sent message
+/// shows it, read back from the store through the `picture` command and decoded by WebKit.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_pasted_picture_is_sent_and_shown_in_the_message() {
+    use companion_app::commands::model;
+    let home = tempfile::tempdir().unwrap();
+    let database = home.path().join("companion.db");
+    let models_dir = home.path().join("cache/companion/models");
+    std::fs::create_dir_all(&models_dir).unwrap();
+    let in_use = models_dir.join("gemma.gguf");
+    if std::fs::hard_link(engine::default_model_path(), &in_use).is_err() {
+        std::fs::copy(engine::default_model_path(), &in_use).unwrap();
+    }
+    let vision = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/gemma3-vision");
+    model::import_file(&in_use, &models_dir, &database, &mut |_, _| {}).unwrap();
+    let (_, pairing) = model::import_file(
+        &vision.join("gemma3-vision.mmproj-f16.gguf"),
+        &models_dir,
+        &database,
+        &mut |_, _| {},
+    )
+    .unwrap();
+    assert_eq!(pairing, Some(memory::Pairing::Projector));
+    let settings_dir = home.path().join("data/app.companion.desktop");
+    std::fs::create_dir_all(&settings_dir).unwrap();
+    let settings = json!({"settings": {"temperature": 0.0, "maxTokens": 16, "contextSize": 1024,
+                                       "modelPath": in_use}});
+    std::fs::write(settings_dir.join("settings.json"), settings.to_string()).unwrap();
+    let _driver = start_driver(home.path());
+
+    let c = launch().await;
+    wait_ready(&c).await;
+    // the status poll tells the page that the model reads pictures
+    wait_for(
+        &c,
+        "!document.querySelector('#attach').disabled",
+        Duration::from_secs(10),
+    )
+    .await;
+
+    // a paste of a PNG file into the message box, as the clipboard gives it
+    let png = std::fs::read(vision.join("small.png")).unwrap();
+    let paste = format!(
+        "const bytes = Uint8Array.from(atob({}), c => c.charCodeAt(0)); \
+         const file = new File([bytes], 'small.png', {{ type: 'image/png' }}); \
+         let data; \
+         try {{ data = new DataTransfer(); data.items.add(file); }} \
+         catch (e) {{ data = {{ files: [file], items: [], types: ['Files'], getData: () => '' }}; }} \
+         const event = new Event('paste', {{ bubbles: true, cancelable: true }}); \
+         Object.defineProperty(event, 'clipboardData', {{ value: data }}); \
+         document.querySelector('#composer').dispatchEvent(event); \
+         return event.defaultPrevented;",
+        json!(
+            companion_app::commands::pictures::data_url("image/png", &png)
+                .split_once(',')
+                .unwrap()
+                .1
+        )
+    );
+    assert_eq!(js(&c, &paste).await, json!(true), "the paste was taken");
+    wait_for(
+        &c,
+        "document.querySelectorAll('#pending-pictures .pending-picture img').length === 1 \
+         && !document.querySelector('#pending-pictures').hidden",
+        Duration::from_secs(10),
+    )
+    .await;
+    screenshot(&c, "13-picture-pending").await;
+
+    send(&c, "What is in this picture?").await;
+    assert_eq!(
+        js(&c, &format!("return {LAST_ASSISTANT}.dataset.status")).await,
+        json!("complete")
+    );
+    assert_eq!(
+        js(
+            &c,
+            "return document.querySelector('#pending-pictures').hidden"
+        )
+        .await,
+        json!(true),
+        "the tray is empty once the message is sent"
+    );
+    // the sent message shows the picture, as WebKit decoded it (small.png is 61 × 97)
+    let thumbnail =
+        "[...document.querySelectorAll('.message[data-role=user] img.message-picture')]";
+    wait_for(
+        &c,
+        &format!(
+            "{thumbnail}.length === 1 && {thumbnail}[0].complete && {thumbnail}[0].naturalWidth === 61"
+        ),
+        Duration::from_secs(10),
+    )
+    .await;
+    let size = js(
+        &c,
+        &format!("const r = {thumbnail}[0].getBoundingClientRect(); return [r.width, r.height];"),
+    )
+    .await;
+    let height = size[1].as_f64().unwrap_or(0.0);
+    assert!(
+        height > 0.0 && height <= 160.0,
+        "the thumbnail is laid out, at most 160 px: {size}"
+    );
+    screenshot(&c, "14-picture-sent").await;
+    c.close().await.unwrap();
 }

@@ -100,6 +100,7 @@ async fn entering_the_background_stops_the_reply_snapshots_and_flushes() {
             handle.state::<AppState>(),
             "Write a long story about a lighthouse keeper.".into(),
             None,
+            None,
             channel,
         )
         .await
@@ -162,7 +163,7 @@ async fn a_memory_warning_drops_the_draft_shrinks_the_context_and_says_so() {
     conversations::create_conversation(state.clone())
         .await
         .unwrap();
-    chat_cmd::send_message(state.clone(), "Hello there.".into(), None, ignore())
+    chat_cmd::send_message(state.clone(), "Hello there.".into(), None, None, ignore())
         .await
         .unwrap();
     let engine = state.shared.engine().unwrap();
@@ -216,7 +217,7 @@ async fn a_memory_warning_drops_the_draft_shrinks_the_context_and_says_so() {
     });
 
     // the conversation goes on in the smaller context
-    let reply = chat_cmd::send_message(state.clone(), "Thank you.".into(), None, ignore())
+    let reply = chat_cmd::send_message(state.clone(), "Thank you.".into(), None, None, ignore())
         .await
         .unwrap();
     assert_eq!(reply.status, memory::MessageStatus::Complete);
