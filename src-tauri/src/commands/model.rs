@@ -108,12 +108,24 @@ pub async fn model_info(state: State<'_, AppState>) -> Result<Option<ModelView>>
         context: info.context,
         device: info.device.to_string(),
         backend: info.backend.as_str().to_string(),
-        memory_estimate_bytes: info.memory.estimate.total_bytes,
+        // the projector's file and what its encoder works in count as loading counts them
+        memory_estimate_bytes: info.memory.estimate.total_bytes
+            + info
+                .projector
+                .as_ref()
+                .map_or(0, |p| p.file_bytes + p.working_bytes),
         kv_bytes_per_token: info.kv_bytes_per_token,
         load_seconds: info.load_seconds,
         assistant: info.assistant.as_ref().map(|a| a.description.clone()),
         reads_pictures: info.projector.is_some(),
-        projector: info.projector.as_ref().map(|p| p.description.clone()),
+        projector: info.projector.as_ref().map(|p| {
+            format!(
+                "{}; {} for the file and {} while it reads a picture",
+                p.description,
+                engine::memory_guard::megabytes(p.file_bytes),
+                engine::memory_guard::megabytes(p.working_bytes)
+            )
+        }),
     }))
 }
 

@@ -741,6 +741,7 @@ async fn a_picture_goes_with_its_message_once_the_projector_is_imported() {
     let state = app.state::<AppState>();
     let info = model::model_info(state.clone()).await.unwrap().unwrap();
     assert!(!info.reads_pictures && info.projector.is_none());
+    let estimate_without = info.memory_estimate_bytes;
     assert!(!app::status(state.clone()).reads_pictures);
 
     // the projector is paired with the model in use, as `companion models import` pairs it,
@@ -768,7 +769,15 @@ async fn a_picture_goes_with_its_message_once_the_projector_is_imported() {
     assert_eq!(wait_ready(&app).phase, Phase::Ready);
     let info = model::model_info(state.clone()).await.unwrap().unwrap();
     assert!(info.reads_pictures, "the paired projector loaded");
-    assert!(info.projector.as_deref().is_some_and(|p| !p.is_empty()));
+    // the panel names the projector and counts its file and its encoder's working memory
+    assert!(
+        info.projector
+            .as_deref()
+            .is_some_and(|p| p.contains("while it reads a picture")),
+        "{:?}",
+        info.projector
+    );
+    assert!(info.memory_estimate_bytes > estimate_without);
     assert!(app::status(state.clone()).reads_pictures);
 
     let picture_bytes = std::fs::read(vision_fixture("small.png")).unwrap();
