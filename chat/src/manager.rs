@@ -226,6 +226,10 @@ impl ConversationManager {
         let parts = self.store.prompt_parts(id)?;
         let mut messages = chat_messages(self.config.system_prompt.as_deref(), &parts);
         // the messages come last, one chat message each
+        // a model without a projector reads none of them
+        if self.engine.info().projector.is_none() {
+            return Ok(messages);
+        }
         let first = messages.len() - parts.messages.len();
         for (stored, message) in parts.messages.iter().zip(&mut messages[first..]) {
             if !stored.images.is_empty() {
@@ -235,13 +239,10 @@ impl ConversationManager {
         Ok(messages)
     }
 
-    /// The pictures of a stored message, as the model reads them. A model without a
-    /// projector reads none, and a picture that cannot be read (its file damaged or gone) is
-    /// left out with a warning: the conversation goes on with its text.
+    /// The pictures of a stored message, as the model reads them. A picture that cannot be
+    /// read (its file damaged or gone) is left out with a warning: the conversation goes on
+    /// with its text.
     fn pictures_of(&self, message: &Message) -> Vec<Arc<RgbImage>> {
-        if self.engine.info().projector.is_none() {
-            return Vec::new();
-        }
         let mut decoded = self.pictures.lock().unwrap_or_else(|p| p.into_inner());
         let mut out = Vec::new();
         for image in &message.images {

@@ -25,7 +25,7 @@ fn image_file(store: &Store, image: &ImageRef) -> PathBuf {
 }
 
 /// Picture files in the folder, temporary files aside.
-fn files_in(dir: &Path) -> Vec<String> {
+pub(crate) fn files_in(dir: &Path) -> Vec<String> {
     let mut names: Vec<String> = std::fs::read_dir(dir)
         .map(|entries| {
             entries

@@ -12,18 +12,7 @@ use memory::{Error, ImageRef, NewMessage, Role};
 use super::{Device, Rng, settle};
 
 fn picture_files(device: &Device) -> Vec<String> {
-    let dir = PathBuf::from(format!("{}.images", device.db.display()));
-    let mut names: Vec<String> = std::fs::read_dir(dir)
-        .map(|entries| {
-            entries
-                .flatten()
-                .map(|e| e.file_name().to_string_lossy().into_owned())
-                .filter(|n| !n.starts_with('.'))
-                .collect()
-        })
-        .unwrap_or_default();
-    names.sort();
-    names
+    crate::images::files_in(&PathBuf::from(format!("{}.images", device.db.display())))
 }
 
 fn with(device: &Device, conversation: &memory::ConversationId, text: &str, images: &[&ImageRef]) {
